@@ -1,0 +1,15 @@
+"""Entry point `mastemu.plugins`: registers the emulated system with the emulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import scenarios
+from actors.lease_demo import LeaseCandidate, LeaseClient
+from emulator.registry import register_actor, register_scenario_dir
+
+
+def register() -> None:
+    for cls in (LeaseCandidate, LeaseClient):
+        register_actor(cls)
+    register_scenario_dir(Path(scenarios.__file__).parent)

@@ -1,0 +1,148 @@
+"""The actor base class: an address, a mailbox, handlers chosen by message type.
+
+An actor is driven by the kernel (see `kernel.py`): its main coroutine receives
+one message at a time and runs the handler registered for the message's type.
+Handlers may be plain functions or coroutines; a coroutine handler may await
+only kernel commands: `self.call`, `self.sleep`, `self.store`. Everything in
+`self` is memory and is lost when the actor crashes; what must survive goes to
+the store, and `on_start` rebuilds from it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+import msgspec
+
+from emulator.commands import RECEIVE_ANY, TIMED_OUT, Envelope, Receive, Sleep, StoreCall
+from emulator.errors import CallTimeout
+
+if TYPE_CHECKING:
+    from emulator.kernel import Kernel, Slot
+
+T = TypeVar("T")
+Handler = Callable[[Any, Any], Any]
+
+
+def on(*msg_types: type) -> Callable[[Handler], Handler]:
+    """Mark a method as the handler of the given message types."""
+
+    def mark(fn: Handler) -> Handler:
+        fn.__handles__ = msg_types  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+class Actor:
+    """Base class of every emulated component.
+
+    Subclasses set `kind`, optionally `Params` (a msgspec Struct validated from
+    the scenario), and define handlers with `@on(MsgType)`.
+    """
+
+    kind: ClassVar[str] = "actor"
+    Params: ClassVar[type[msgspec.Struct] | None] = None
+    _handlers: ClassVar[dict[type, tuple[Handler, bool]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        handlers: dict[type, tuple[Handler, bool]] = {}
+        for base in reversed(cls.__mro__):
+            for value in vars(base).values():
+                for msg_type in getattr(value, "__handles__", ()):
+                    handlers[msg_type] = (value, inspect.iscoroutinefunction(value))
+        cls._handlers = handlers
+
+    def __init__(self, address: str, params: Any = None) -> None:
+        self.address = address
+        self.params = params
+        self.envelope: Envelope | None = None
+        self._kernel: Kernel
+        self._slot: Slot
+
+    # ---- lifecycle hooks -------------------------------------------------
+    async def on_start(self) -> None:
+        """Called on the first start and after every restart: rebuild from the store."""
+
+    def on_stop(self) -> None:
+        """Called when the run ends normally (not on a crash). Must not await."""
+
+    def on_unhandled(self, env: Envelope) -> None:
+        self._kernel.trace_drop(env, "unhandled")
+
+    # ---- the driver the kernel runs ------------------------------------
+    async def _main(self) -> None:
+        await self.on_start()
+        handlers = self._handlers
+        while True:
+            env: Envelope = await RECEIVE_ANY
+            entry = handlers.get(type(env.msg))
+            if entry is None:
+                self.on_unhandled(env)
+                continue
+            self.envelope = env
+            if entry[1]:
+                await entry[0](self, env.msg)
+            else:
+                entry[0](self, env.msg)
+
+    # ---- what actors use -------------------------------------------------
+    @property
+    def now_us(self) -> int:
+        return self._kernel.now_us
+
+    @property
+    def host(self) -> str:
+        return self._slot.host
+
+    def send(self, dst: str, msg: Any) -> None:
+        """Send `msg` to an actor or role address; delivery is not guaranteed."""
+        self._kernel.send(self._slot, dst, msg, 0, 0)
+
+    def reply(self, msg: Any, to: Envelope | None = None) -> None:
+        """Answer the request being handled (or `to`) so its `call` returns `msg`."""
+        env = to or self.envelope
+        if env is None:
+            raise RuntimeError("reply() outside a handler")
+        self._kernel.send(self._slot, env.src, msg, 0, env.corr)
+
+    async def call(self, dst: str, msg: Any, timeout_us: int) -> Any:
+        """Send a request and wait for its reply; raise `CallTimeout` after `timeout_us`.
+
+        Other messages arriving meanwhile wait in the mailbox.
+        """
+        corr = self._kernel.next_corr(self._slot)
+        self._kernel.send(self._slot, dst, msg, corr, 0)
+        env = await Receive(reply_to=corr, timeout_us=timeout_us)
+        if env is TIMED_OUT:
+            raise CallTimeout(f"{self.address}: no reply from {dst} to {type(msg).__name__}")
+        return env.msg
+
+    async def sleep(self, delay_us: int) -> None:
+        await Sleep(delay_us)
+
+    async def store(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Run a store repository function `fn(store, *args)` with time frozen."""
+        return await StoreCall(fn, args)
+
+    def set_timer(self, delay_us: int, msg: Any) -> int:
+        """Deliver `msg` to this actor after `delay_us`; returns an id for `cancel_timer`."""
+        return self._kernel.set_timer(self._slot, delay_us, msg)
+
+    def cancel_timer(self, timer_id: int) -> None:
+        self._slot.timers.discard(timer_id)
+
+    def rng(self, *name: str) -> random.Random:
+        """This actor's named random stream (survives crashes: it is the world's)."""
+        return self._kernel.rng.stream("actor", self.address, *name)
+
+    def decision(self, type_: str, payload: Any) -> None:
+        """Record a decision (bid, award, leadership...) in the trace."""
+        self._kernel.trace_event("decision", self.address, "", type_, payload)
+
+    def leader_of(self, role: str) -> str | None:
+        return self._kernel.leader_of(role)

@@ -1,0 +1,315 @@
+"""`mastemu`: list, run, replay, export, check, schema, bench.
+
+Exit codes: 0 ok, 1 an invariant was violated, 2 bad input (the message names
+the file and the key path; never a traceback), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from emulator.errors import ScenarioError
+from emulator.timeunits import DurationError, format_us, parse_duration_us
+
+EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class BadInput(Exception):
+    """A usage error with a message for the user."""
+
+
+def _duration(text: str) -> int:
+    try:
+        value = parse_duration_us(text)
+    except DurationError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def _speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError("must be between 0 and 2**63-1")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mastemu",
+        description="Deterministic emulator of geo-distributed ML-training schedulers.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    sub.add_parser(
+        "list", help="list the built-in scenarios", description="List built-in scenarios."
+    )
+
+    run = sub.add_parser("run", help="run a scenario", description="Run a scenario to its end.")
+    run.add_argument("scenario", metavar="SCENARIO|FILE", help="built-in name or a TOML file")
+    run.add_argument("--seed", type=_seed, help="override the scenario's seed")
+    run.add_argument("--speed", type=_speed, help="scaled mode: emulated seconds per wall second")
+    run.add_argument("--until", type=_duration, metavar="T", help="stop at emulated time T")
+    run.add_argument(
+        "--out", type=Path, metavar="RUN.db", help="run database (default runs/NAME-SEED.db)"
+    )
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    replay = sub.add_parser(
+        "replay", help="print a recorded run's events", description="Print events in order."
+    )
+    replay.add_argument("db", type=Path, metavar="RUN.db")
+    replay.add_argument("--step", action="store_true", help="wait for Enter between events")
+    replay.add_argument("--from", dest="t_from", type=_duration, metavar="T")
+    replay.add_argument("--to", dest="t_to", type=_duration, metavar="T")
+    replay.add_argument("--grep", metavar="TEXT", help="only events whose line contains TEXT")
+
+    export = sub.add_parser(
+        "export", help="export a run's trace", description="Export a run's trace."
+    )
+    export.add_argument("db", type=Path, metavar="RUN.db")
+    export.add_argument("--format", choices=["jsonl", "chrome"], default="jsonl")
+    export.add_argument("--out", type=Path, help="output file (default: stdout)")
+
+    check = sub.add_parser(
+        "check",
+        help="re-check invariants over a recorded run",
+        description="Offline invariant check.",
+    )
+    check.add_argument("db", type=Path, metavar="RUN.db")
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of scenario files")
+    schema.add_argument("--out", type=Path, help="write to a file instead of stdout")
+
+    bench = sub.add_parser("bench", help="benchmarks (print JSON)", description="Benchmarks.")
+    bench.add_argument("target", choices=["kernel"])
+    bench.add_argument("--json", action="store_true", help="print only the JSON object")
+    bench.add_argument("--span", type=_duration, default=None, metavar="T", help="emulated span")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    commands: dict[str, Callable[[argparse.Namespace], int]] = {
+        "list": cmd_list,
+        "run": cmd_run,
+        "replay": cmd_replay,
+        "export": cmd_export,
+        "check": cmd_check,
+        "schema": cmd_schema,
+        "bench": cmd_bench,
+    }
+    try:
+        return commands[args.command](args)
+    except ScenarioError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BadInput as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+# ---- list / schema ---------------------------------------------------------
+def cmd_list(args: argparse.Namespace) -> int:
+    from emulator.registry import builtin_scenarios
+    from emulator.scenario import load_scenario_file
+
+    for name, path in builtin_scenarios().items():
+        scenario, _ = load_scenario_file(path)
+        print(f"{name:<24} {format_us(scenario.duration):>14}  {scenario.description}")
+    return EXIT_OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from emulator.scenario import scenario_json_schema
+
+    text = json.dumps(scenario_json_schema(), indent=2, sort_keys=True)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    else:
+        print(text)
+    return EXIT_OK
+
+
+# ---- run -------------------------------------------------------------------
+def resolve_scenario(ref: str) -> tuple[Any, str, str]:
+    """A built-in name or a file path → (scenario, text, source)."""
+    from emulator.registry import builtin_scenarios
+    from emulator.scenario import load_scenario_file
+
+    path = Path(ref)
+    if not path.is_file():
+        builtin = builtin_scenarios().get(ref)
+        if builtin is None:
+            raise ScenarioError(ref, "", "no such file or built-in scenario (see `mastemu list`)")
+        path = builtin
+    scenario, text = load_scenario_file(path)
+    return scenario, text, str(path)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from emulator.runner import execute, plan_run
+
+    scenario, text, source = resolve_scenario(args.scenario)
+    plan = plan_run(scenario, text, source)
+    seed = scenario.seed if args.seed is None else args.seed
+    out = args.out or Path("runs") / f"{scenario.name}-{seed}.db"
+    print(f"scenario: {scenario.name}  seed: {seed}  out: {out}")
+    end_us = (
+        int(scenario.duration) if args.until is None else min(args.until, int(scenario.duration))
+    )
+    show = not args.no_progress and sys.stderr.isatty()
+    with _progress(show, end_us) as progress:
+        result = asyncio.run(
+            execute(
+                plan,
+                seed=seed,
+                out=out,
+                speed=args.speed,
+                until_us=args.until,
+                progress=progress,
+                handle_signals=True,
+            )
+        )
+    _print_summary(result, args.scenario)
+    if result.status == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_VIOLATION if result.violations else EXIT_OK
+
+
+class _progress:
+    """A rich progress bar on stderr (emulated time, events/s), or nothing."""
+
+    def __init__(self, show: bool, end_us: int) -> None:
+        self.show = show
+        self.end_us = end_us
+        self.bar: Any = None
+
+    def __enter__(self) -> Callable[[Any], None] | None:
+        if not self.show:
+            return None
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("[bold]emulated[/] {task.fields[now]}"),
+            BarColumn(),
+            TextColumn("{task.percentage:>5.1f}%  {task.fields[rate]} events/s"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self.bar.start()
+        task = self.bar.add_task("run", total=max(1, self.end_us), now="0s", rate="-")
+        import time
+
+        start = time.perf_counter()
+
+        def update(kernel: Any) -> None:
+            elapsed = max(1e-9, time.perf_counter() - start)
+            self.bar.update(
+                task,
+                completed=kernel.now_us,
+                now=format_us(kernel.now_us),
+                rate=f"{kernel.events / elapsed:,.0f}",
+            )
+
+        return update
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _print_summary(result: Any, ref: str) -> None:
+    rate = result.events / result.wall_s if result.wall_s > 0 else 0.0
+    rows = [
+        ("status", result.status),
+        ("emulated", format_us(result.end_t_us)),
+        ("events", f"{result.events:,} ({rate:,.0f}/s wall)"),
+        ("deliveries", f"{result.deliveries:,}"),
+        ("drops", f"{result.drops:,}"),
+        ("crashes", f"{result.crashes:,}"),
+        ("fault windows", f"{len(result.fault_windows)}"),
+        ("wall time", f"{result.wall_s:.2f}s"),
+    ]
+    if result.lag_s_max is not None:
+        rows.append(("max lag", f"{result.lag_s_max * 1000:.1f}ms"))
+    rows.append(("run database", str(result.out)))
+    for key, value in rows:
+        print(f"{key:>14}: {value}")
+    for seq, t_us, invariant, message in result.violations[:20]:
+        print(f"VIOLATION {invariant} at #{seq} ({format_us(t_us)}): {message}")
+    if result.violations:
+        print(f"reproduce: mastemu run {ref} --seed {result.seed}")
+    print(f"trace-hash: {result.trace_hash}")
+
+
+# ---- replay / export / check -------------------------------------------------
+def _open_run(path: Path) -> None:
+    if not path.is_file():
+        raise BadInput(f"{path}: no such run database")
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from emulator.replay import replay
+
+    _open_run(args.db)
+    return asyncio.run(
+        replay(args.db, step=args.step, t_from=args.t_from, t_to=args.t_to, grep=args.grep)
+    )
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from emulator.replay import export
+
+    _open_run(args.db)
+    return asyncio.run(export(args.db, fmt=args.format, out=args.out))
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from emulator.replay import check
+
+    _open_run(args.db)
+    return asyncio.run(check(args.db))
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from emulator.bench import bench_kernel
+
+    report = bench_kernel(span_us=args.span)
+    print(
+        json.dumps(report, sort_keys=True)
+        if args.json
+        else json.dumps(report, indent=2, sort_keys=True)
+    )
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""Fault injection: the scenario's schedule and a seeded random nemesis.
+
+Faults are kernel events. Each one is recorded in the trace as a `fault` event
+with a phase (`start`/`end`), so reports can shade fault windows, and targets
+are resolved when the fault fires: `leader of ROLE` is whoever holds the
+lease at that instant. The nemesis draws a whole schedule up front from the
+`faults` stream (so it is part of the run's determinism), and always ends
+with a final heal: every partition healed, every rule removed, every crashed
+actor restarted, every node back up.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from emulator.scenario import (
+    CrashFault,
+    DelayFault,
+    DownFault,
+    DuplicateFault,
+    Duration,
+    Fault,
+    HealFault,
+    LossFault,
+    NemesisSpec,
+    PartitionFault,
+    PauseFault,
+    RestartFault,
+    UpFault,
+)
+from emulator.timeunits import MS
+
+if TYPE_CHECKING:
+    from emulator.kernel import Kernel
+
+LEADER_OF = "leader of "
+
+
+class FaultInjector:
+    """Turns fault specs into kernel events and keeps the list of fault windows."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.windows: list[tuple[int, int | None, str]] = []
+        self._crashed: set[str] = set()
+
+    def schedule(self, faults: list[Fault]) -> None:
+        for index, fault in enumerate(faults):
+            self.kernel.at(int(fault.at), self._fire, fault, index)
+
+    def _trace(self, phase: str, action: str, detail: object) -> None:
+        self.kernel.trace_event("fault", "", "", f"{action}.{phase}", detail)
+
+    def _resolve(self, target: str) -> str | None:
+        if target.startswith(LEADER_OF):
+            return self.kernel.leader_of(target[len(LEADER_OF) :])
+        return target
+
+    def _fire(self, fault: Fault, index: int) -> None:
+        k = self.kernel
+        now = k.now_us
+        net = k.network
+        if isinstance(fault, CrashFault):
+            actor = self._resolve(fault.target)
+            self._trace("start", "crash", {"target": fault.target, "actor": actor, "index": index})
+            if actor is None:
+                return
+            if k.crash(actor, f"fault #{index}", fault.restart_after):
+                self._crashed.add(actor)
+            end = now + fault.restart_after if fault.restart_after is not None else None
+            self.windows.append((now, end, f"crash {actor}"))
+            if fault.restart_after is not None:
+                k.at(now + fault.restart_after, self._trace, "end", "crash", {"actor": actor})
+        elif isinstance(fault, RestartFault):
+            actor = self._resolve(fault.target)
+            self._trace("start", "restart", {"target": fault.target, "actor": actor})
+            if actor is not None:
+                self._crashed.discard(actor)
+                k.restart(actor)
+        elif isinstance(fault, PauseFault):
+            actor = self._resolve(fault.target)
+            self._trace("start", "pause", {"target": fault.target, "actor": actor})
+            if actor is not None:
+                k.pause(actor, fault.duration)
+                self.windows.append((now, now + fault.duration, f"pause {actor}"))
+        elif isinstance(fault, PartitionFault):
+            a, b = fault.regions
+            net.partition(a, b, True, now)
+            k.flows_changed()
+            self._trace("start", "partition", {"regions": [a, b]})
+            end = now + fault.duration if fault.duration is not None else None
+            self.windows.append((now, end, f"partition {a}|{b}"))
+            if end is not None:
+                k.at(end, self._heal_pair, a, b)
+        elif isinstance(fault, HealFault):
+            self.heal()
+        elif isinstance(fault, LossFault | DuplicateFault | DelayFault):
+            pair = (fault.between[0], fault.between[1]) if fault.between else None
+            if isinstance(fault, LossFault):
+                rule = net.add_rule(pair, loss=fault.probability)
+                action, detail = "loss", fault.probability
+            elif isinstance(fault, DuplicateFault):
+                rule = net.add_rule(pair, duplicate=fault.probability)
+                action, detail = "duplicate", fault.probability
+            else:
+                rule = net.add_rule(pair, delay_us=round(fault.extra_ms * MS))
+                action, detail = "delay", fault.extra_ms
+            self._trace("start", action, {"between": list(pair) if pair else None, "value": detail})
+            self.windows.append((now, now + fault.duration, f"{action} {pair or 'all'}"))
+            k.at(now + fault.duration, self._end_rule, rule, action)
+        elif isinstance(fault, DownFault):
+            k.set_host_state(fault.node, up=False)
+            end = now + fault.duration if fault.duration is not None else None
+            self.windows.append((now, end, f"down {fault.node}"))
+            if end is not None:
+                k.at(end, k.set_host_state, fault.node, True)
+        elif isinstance(fault, UpFault):
+            k.set_host_state(fault.node, up=True)
+
+    def _heal_pair(self, a: str, b: str) -> None:
+        if self.kernel.network.partition(a, b, False, self.kernel.now_us):
+            self.kernel.flows_changed()
+            self._trace("end", "partition", {"regions": [a, b]})
+
+    def _end_rule(self, rule: int, action: str) -> None:
+        self.kernel.network.remove_rule(rule)
+        self._trace("end", action, {"rule": rule})
+
+    def heal(self) -> None:
+        """Heal the network: partitions and loss/duplication/delay rules."""
+        k = self.kernel
+        k.network.heal_all(k.now_us)
+        k.flows_changed()
+        self._trace("end", "heal", None)
+
+    def final_heal(self) -> None:
+        """Heal everything: network, nodes, and restart actors crashed by faults."""
+        k = self.kernel
+        self.heal()
+        for node in sorted(k.network.down):
+            k.set_host_state(node, up=True)
+        for actor in sorted(self._crashed):
+            k.restart(actor)
+        self._crashed.clear()
+        self._trace("end", "final-heal", None)
+
+
+def nemesis_schedule(
+    spec: NemesisSpec,
+    rng: random.Random,
+    *,
+    run_us: int,
+    actors: list[str],
+    roles: list[str],
+    regions: list[str],
+    nodes: list[str],
+) -> tuple[list[Fault], int]:
+    """Draw a random fault schedule; returns it and the time of the final heal.
+
+    The caller schedules `FaultInjector.final_heal` at that time.
+
+    Faults start at exponential intervals after `spec.start`, each lasting an
+    exponential time around `duration_mean`, and none lasts past the heal.
+    """
+    heal_at = int(spec.heal_at) if spec.heal_at is not None else run_us * 9 // 10
+    faults: list[Fault] = []
+    t = int(spec.start)
+    targets = [f"{LEADER_OF}{r}" for r in roles] + list(actors)
+    while len(faults) < spec.faults_max:
+        t += max(1, int(rng.expovariate(1.0 / max(1, spec.interval_mean))))
+        if t >= heal_at:
+            break
+        length = max(MS, int(rng.expovariate(1.0 / max(1, spec.duration_mean))))
+        length = min(length, heal_at - t)
+        action = rng.choice(spec.actions)
+        at, dur = Duration(t), Duration(length)
+        if action == "crash" and targets:
+            faults.append(CrashFault(at=at, target=rng.choice(targets), restart_after=dur))
+        elif action == "pause" and targets:
+            faults.append(PauseFault(at=at, target=rng.choice(targets), duration=dur))
+        elif action in ("partition", "loss", "duplicate", "delay") and len(regions) >= 2:
+            a, b = rng.sample(regions, 2)
+            if action == "partition":
+                faults.append(PartitionFault(at=at, regions=[a, b], duration=dur))
+            elif action == "loss":
+                faults.append(
+                    LossFault(
+                        at=at, duration=dur, between=[a, b], probability=spec.loss_probability
+                    )
+                )
+            elif action == "duplicate":
+                faults.append(DuplicateFault(at=at, duration=dur, between=[a, b], probability=0.2))
+            else:
+                extra = round(rng.uniform(50, 2_000), 3)
+                faults.append(DelayFault(at=at, duration=dur, between=[a, b], extra_ms=extra))
+        elif action == "down" and nodes:
+            faults.append(DownFault(at=at, node=rng.choice(nodes), duration=dur))
+    return faults, heal_at

@@ -1,0 +1,171 @@
+"""Invariant checkers: separate from the system, fed by the trace.
+
+A checker subscribes to event kinds and judges each event; online it is fed
+by the tracer as events happen (the first violation is recorded with its trace
+position), offline it is fed the same decoded events read back from a run
+database. So online and offline checking are one piece of code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from emulator.trace import TraceEvent
+
+
+class Checker(Protocol):
+    """One invariant family."""
+
+    name: str
+    kinds: tuple[str, ...]
+
+    def observe(self, event: TraceEvent) -> list[str]:
+        """Return violation messages caused by this event (usually none)."""
+        ...
+
+    def finish(self) -> list[str]:
+        """Violations only visible at the end of the history."""
+        ...
+
+
+CHECKERS: dict[str, Callable[[], Checker]] = {}
+
+
+def register_checker(name: str, factory: Callable[[], Checker]) -> None:
+    CHECKERS[name] = factory
+
+
+def make_checkers(names: Iterable[str]) -> list[Checker]:
+    unknown = [n for n in names if n not in CHECKERS]
+    if unknown:
+        raise KeyError(", ".join(unknown))
+    return [CHECKERS[n]() for n in names]
+
+
+class LeaseSafety:
+    """At most one leader per role per epoch, and no effect from a stale epoch.
+
+    Judged from what the store committed (`lease.acquire`, `lease.release`,
+    `lease.effect` store events) and what actors claim (`lease.leader`
+    decisions), never from an actor's own idea of its epoch.
+    """
+
+    name = "lease-safety"
+    kinds = ("store", "decision")
+
+    def __init__(self) -> None:
+        self.holder_of: dict[tuple[str, int], str] = {}
+        self.current: dict[str, tuple[int, str, int]] = {}
+        self.claims: dict[tuple[str, int], str] = {}
+
+    def observe(self, event: TraceEvent) -> list[str]:
+        if event.kind == "decision":
+            return self._claim(event) if event.type == "lease.leader" else []
+        handler = self._STORE.get(event.type)
+        return handler(self, event.payload[0], event.payload[1]) if handler else []
+
+    def _acquire(self, args: list[Any], result: Any) -> list[str]:
+        if result is None:
+            return []
+        role, holder, epoch = result["role"], result["holder"], result["epoch"]
+        out = []
+        first = self.holder_of.setdefault((role, epoch), holder)
+        if first != holder:
+            out.append(f"two leaders of {role} in epoch {epoch}: {first} and {holder}")
+        cur = self.current.get(role)
+        if cur is not None and epoch < cur[0]:
+            out.append(f"lease of {role} went back from epoch {cur[0]} to {epoch}")
+        if cur is not None and epoch == cur[0] + 0 and cur[1] != holder:
+            pass  # already reported as two leaders
+        self.current[role] = (epoch, holder, result["expires_at_us"])
+        return out
+
+    def _release(self, args: list[Any], result: Any) -> list[str]:
+        role, holder, epoch, now_us = args[0], args[1], args[2], args[3]
+        cur = self.current.get(role)
+        if result and cur is not None and cur[0] == epoch and cur[1] == holder:
+            self.current[role] = (epoch, holder, now_us)
+        return []
+
+    def _effect(self, args: list[Any], result: Any) -> list[str]:
+        if not result:
+            return []
+        role, holder, epoch, now_us = args[0], args[1], args[2], args[3]
+        cur = self.current.get(role)
+        if cur is None:
+            return [f"effect on {role} by {holder} in epoch {epoch} with no lease ever granted"]
+        cur_epoch, cur_holder, expires = cur
+        if epoch != cur_epoch or holder != cur_holder:
+            return [
+                f"stale effect on {role}: {holder} wrote with epoch {epoch} "
+                f"while {cur_holder} holds epoch {cur_epoch}"
+            ]
+        if now_us >= expires:
+            return [f"effect on {role} by {holder} after its lease (epoch {epoch}) expired"]
+        return []
+
+    def _claim(self, event: TraceEvent) -> list[str]:
+        role, epoch = event.payload["role"], event.payload["epoch"]
+        first = self.claims.setdefault((role, epoch), event.src)
+        out = []
+        if first != event.src:
+            out.append(f"{first} and {event.src} both claim to lead {role} in epoch {epoch}")
+        granted = self.holder_of.get((role, epoch))
+        if granted != event.src:
+            out.append(f"{event.src} claims {role} epoch {epoch}, granted to {granted}")
+        return out
+
+    def finish(self) -> list[str]:
+        return []
+
+    _STORE: dict[str, Callable[[LeaseSafety, list[Any], Any], list[str]]] = {
+        "lease.acquire": _acquire,
+        "lease.release": _release,
+        "lease.effect": _effect,
+    }
+
+
+register_checker(LeaseSafety.name, LeaseSafety)
+
+
+class OnlineChecking:
+    """Attach checkers to a live kernel's tracer; violations go to the kernel."""
+
+    def __init__(self, kernel: Any, checkers: list[Checker]) -> None:
+        self.kernel = kernel
+        self.checkers = checkers
+        for checker in checkers:
+            for kind in checker.kinds:
+                kernel.tracer.subscribe(kind, self._observer(checker))
+
+    def _observer(self, checker: Checker) -> Callable[[TraceEvent], None]:
+        def observe(event: TraceEvent) -> None:
+            for message in checker.observe(event):
+                self.kernel.report_violation(checker.name, message)
+
+        return observe
+
+    def finish(self) -> None:
+        for checker in self.checkers:
+            for message in checker.finish():
+                self.kernel.report_violation(checker.name, message)
+
+
+def check_events(
+    events: Iterable[TraceEvent], checkers: list[Checker]
+) -> list[tuple[int, int, str, str]]:
+    """Offline: run checkers over recorded events; returns (seq, t_us, invariant, message)."""
+    by_kind: dict[str, list[Checker]] = {}
+    for checker in checkers:
+        for kind in checker.kinds:
+            by_kind.setdefault(kind, []).append(checker)
+    found: list[tuple[int, int, str, str]] = []
+    last = (0, 0)
+    for event in events:
+        last = (event.seq, event.t_us)
+        for checker in by_kind.get(event.kind, ()):
+            found.extend((event.seq, event.t_us, checker.name, m) for m in checker.observe(event))
+    for checker in checkers:
+        found.extend((last[0], last[1], checker.name, m) for m in checker.finish())
+    return found

@@ -1,0 +1,663 @@
+"""The trampoline kernel: one asyncio task drives every actor coroutine.
+
+Why a trampoline (see KERNEL-NOTES.md): time taken from the event loop jumps
+while aiosqlite works in its thread, and thread completion order leaks into
+the trace whenever two actors can run at one instant. So the kernel pops one
+event at a time from a heap ordered by `(deliver_at_us, sender_id,
+sender_seq)`, resumes exactly one actor with `coro.send(...)`, and runs it
+until it parks on a kernel command. A store call is awaited here, on the real
+loop, while emulated time stands still and no other actor runs.
+
+Heap entries are `(t_us, sender_id, sender_seq, code, a, b)`; the first three
+are unique, so tuple comparison never reaches the payload. Sender id 0 is the
+kernel itself (starts, faults, flow completions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from emulator.actor import Actor
+from emulator.commands import TIMED_OUT, Envelope, Receive, Sleep, StoreCall
+from emulator.errors import EmulatorInternalError, ForeignAwait
+from emulator.network import Network
+from emulator.pacing import Pacer
+from emulator.rng import RngStreams
+from emulator.sysmsg import FlowDone, HostDown, HostUp
+from emulator.trace import Tracer
+
+# Event codes in heap entries.
+DELIVER, TIMER, WAKE, CALL = 0, 1, 2, 3
+
+# Actor states.
+DOWN, RUNNING, WAIT_RECV, WAIT_SLEEP, WAIT_STORE, EXITED = range(6)
+
+KERNEL_ID = 0
+
+
+def _close(coro: Any) -> None:
+    """Close an actor coroutine at the command it is parked on."""
+    # RuntimeError: the actor swallowed GeneratorExit and awaited again; it is gone anyway.
+    with contextlib.suppress(RuntimeError):
+        coro.close()
+
+
+class KernelOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """Knobs of the kernel itself (limits have units and qualifiers last)."""
+
+    yield_every_events: int = 2_000
+    restart_delay_us: int = 1_000_000
+    restarts_max: int = 1_000
+    mailbox_len_max: int = 100_000
+    stop_on_violation: bool = False
+
+
+class Slot:
+    """The kernel's record of one actor address across incarnations."""
+
+    __slots__ = (
+        "address",
+        "awaiting_host",
+        "coro",
+        "corr_seq",
+        "factory",
+        "flows",
+        "host",
+        "id",
+        "incarnation",
+        "instance",
+        "mailbox",
+        "overflow",
+        "paused_until_us",
+        "restarts",
+        "seq",
+        "state",
+        "timer_seq",
+        "timers",
+        "wait_reply",
+        "wait_token",
+    )
+
+    def __init__(self, sid: int, address: str, host: str, factory: Callable[[], Actor]) -> None:
+        self.id = sid
+        self.address = address
+        self.host = host
+        self.factory = factory
+        self.instance: Actor | None = None
+        self.coro: Any = None
+        self.state = DOWN
+        self.mailbox: deque[Envelope] = deque()
+        self.seq = 0
+        self.incarnation = 0
+        self.timers: set[int] = set()
+        self.timer_seq = 0
+        self.corr_seq = 0
+        self.wait_reply = 0
+        self.wait_token = 0
+        self.paused_until_us = 0
+        self.restarts = 0
+        self.overflow = 0
+        self.flows: set[int] = set()
+        self.awaiting_host = False
+
+
+class Kernel:
+    """Owns emulated time, the event heap, actors, the network and the trace."""
+
+    def __init__(
+        self,
+        *,
+        seed: int,
+        network: Network,
+        rng: RngStreams | None = None,
+        tracer: Tracer,
+        store: Any = None,
+        options: KernelOptions | None = None,
+        pacer: Pacer | None = None,
+    ) -> None:
+        self.seed = seed
+        self.rng = rng if rng is not None else RngStreams(seed)
+        self.network = network
+        self.tracer = tracer
+        self.store = store
+        self.options = options or KernelOptions()
+        self.pacer = pacer
+        self.now_us = 0
+        self.events = 0
+        self.deliveries = 0
+        self.drops = 0
+        self.crashes = 0
+        self.violations: list[tuple[int, int, str, str]] = []
+        self.stop_reason: str | None = None
+        self.progress: Callable[[Kernel], None] | None = None
+        self._heap: list[tuple[Any, ...]] = []
+        self._seq = 0
+        self._actors: dict[str, Slot] = {}
+        self._by_host: dict[str, list[Slot]] = {}
+        self._store_pending: tuple[Slot, StoreCall] | None = None
+        self._lease_view = getattr(store, "leases", None)
+        self._flow_owner: dict[int, tuple[Slot, int]] = {}
+        self._flow_seq = 0
+        self._flow_token = 0
+
+    # ------------------------------------------------------------------
+    # scheduling
+    def _kernel_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def at(self, t_us: int, fn: Callable[..., None], *args: Any) -> None:
+        """Run `fn(*args)` as a kernel event at emulated time `t_us`."""
+        if t_us < self.now_us:
+            raise EmulatorInternalError(f"event scheduled in the past: {t_us} < {self.now_us}")
+        self._seq += 1
+        heapq.heappush(self._heap, (t_us, KERNEL_ID, self._seq, CALL, fn, args))
+
+    def request_stop(self, reason: str) -> None:
+        """Stop at the next event boundary (Ctrl-C, a violation with stop_on_violation)."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+
+    # ------------------------------------------------------------------
+    # actors
+    def spawn(self, address: str, host: str, factory: Callable[[], Actor], at_us: int = 0) -> Slot:
+        """Register an actor; it starts at `at_us`. Ids follow spawn order."""
+        if address in self._actors:
+            raise EmulatorInternalError(f"duplicate actor address {address!r}")
+        if not self.network.has_host(host):
+            raise EmulatorInternalError(f"actor {address!r} on unknown host {host!r}")
+        slot = Slot(len(self._actors) + 1, address, host, factory)
+        self._actors[address] = slot
+        self._by_host.setdefault(host, []).append(slot)
+        self.at(at_us, self._start, slot, False)
+        return slot
+
+    def actor(self, address: str) -> Slot | None:
+        return self._actors.get(address)
+
+    def addresses(self) -> list[str]:
+        return sorted(self._actors)
+
+    def instance(self, address: str) -> Actor | None:
+        slot = self._actors.get(address)
+        return slot.instance if slot else None
+
+    def is_up(self, address: str) -> bool:
+        slot = self._actors.get(address)
+        return slot is not None and slot.state not in (DOWN, EXITED)
+
+    def _start(self, slot: Slot, restart: bool) -> None:
+        if slot.state not in (DOWN, EXITED):
+            return
+        if not self.network.host_up(slot.host):
+            slot.awaiting_host = True
+            self.tracer.record(self.now_us, "restart-deferred", "", slot.address, "", slot.host)
+            return
+        slot.awaiting_host = False
+        inst = slot.factory()
+        inst._kernel = self
+        inst._slot = slot
+        slot.instance = inst
+        slot.coro = inst._main()
+        slot.state = RUNNING
+        self.tracer.record(
+            self.now_us, "restart" if restart else "start", "", slot.address, "", slot.incarnation
+        )
+        self._step(slot, None)
+
+    def crash(self, address: str, reason: str, restart_after_us: int | None = None) -> bool:
+        """Crash an actor at its current kernel command; optionally restart it later."""
+        slot = self._actors.get(address)
+        if slot is None:
+            raise EmulatorInternalError(f"crash of unknown actor {address!r}")
+        return self._crash(slot, reason, restart_after_us)
+
+    def restart(self, address: str) -> None:
+        slot = self._actors[address]
+        if slot.state in (DOWN, EXITED):
+            self.at(self.now_us, self._start, slot, True)
+
+    def _crash(self, slot: Slot, reason: str, restart_after_us: int | None) -> bool:
+        if slot.state == DOWN:
+            return False
+        coro = slot.coro
+        if coro is not None:
+            _close(coro)
+        slot.coro = None
+        slot.instance = None
+        slot.state = DOWN
+        slot.mailbox.clear()
+        slot.timers.clear()
+        slot.incarnation += 1
+        slot.wait_token += 1
+        slot.paused_until_us = 0
+        for flow_id in sorted(slot.flows):
+            self._cancel_flow(flow_id)
+        slot.flows.clear()
+        self.crashes += 1
+        self.tracer.record(self.now_us, "crash", "", slot.address, "", reason)
+        if restart_after_us is not None:
+            self.at(self.now_us + restart_after_us, self._start, slot, True)
+        return True
+
+    def _crashed_by_error(self, slot: Slot, exc: BaseException) -> None:
+        # Only the type and message go into the trace: a traceback holds file
+        # paths and memory addresses that differ between machines.
+        reason = f"{type(exc).__name__}: {exc}"
+        slot.coro = None  # already finished by the exception
+        slot.restarts += 1
+        if slot.restarts > self.options.restarts_max:
+            self._crash(slot, reason + " (restart limit reached)", None)
+        else:
+            self._crash(slot, reason, self.options.restart_delay_us)
+
+    def pause(self, address: str, duration_us: int) -> None:
+        """Freeze an actor (a GC pause, a stopped VM): it handles nothing until the end."""
+        slot = self._actors[address]
+        if slot.state == DOWN:
+            return
+        end = self.now_us + duration_us
+        slot.paused_until_us = max(slot.paused_until_us, end)
+        self.tracer.record(self.now_us, "pause", "", slot.address, "", duration_us)
+        self.at(end, self._unpause, slot, slot.incarnation)
+
+    def _unpause(self, slot: Slot, incarnation: int) -> None:
+        if slot.incarnation != incarnation or slot.paused_until_us > self.now_us:
+            return
+        slot.paused_until_us = 0
+        self.tracer.record(self.now_us, "unpause", "", slot.address, "", None)
+        if slot.state == WAIT_RECV:
+            env = self._take(slot, slot.wait_reply)
+            if env is not None:
+                slot.wait_token += 1
+                self._step(slot, env)
+
+    # ------------------------------------------------------------------
+    # messages
+    def next_corr(self, slot: Slot) -> int:
+        slot.corr_seq += 1
+        return (slot.incarnation << 32) | slot.corr_seq
+
+    def leader_of(self, role: str) -> str | None:
+        view = self._lease_view
+        return view.leader_of(role, self.now_us) if view is not None else None
+
+    def send(self, src: Slot, dst: str, msg: Any, corr: int, reply_to: int) -> None:
+        target = self._actors.get(dst)
+        if target is None:
+            holder = self.leader_of(dst)
+            target = self._actors.get(holder) if holder is not None else None
+            if target is None:
+                self.drops += 1
+                reason = "no-leader" if holder is None else "unknown-address"
+                self.tracer.record(
+                    self.now_us, "drop", src.address, dst, type(msg).__name__, (reason, msg)
+                )
+                return
+        env = Envelope(src.address, dst, target.address, msg, self.now_us, corr, reply_to)
+        outcome = self.network.transmit(src.host, target.host)
+        if type(outcome) is int:
+            src.seq += 1
+            heapq.heappush(
+                self._heap, (self.now_us + outcome, src.id, src.seq, DELIVER, env, target)
+            )
+        elif type(outcome) is str:
+            self.trace_drop(env, outcome)
+        else:
+            for delay in outcome:
+                src.seq += 1
+                heapq.heappush(
+                    self._heap, (self.now_us + delay, src.id, src.seq, DELIVER, env, target)
+                )
+
+    def post(self, address: str, msg: Any, delay_us: int = 0) -> None:
+        """Kernel-originated message to an actor (flow completions, host events)."""
+        slot = self._actors[address]
+        env = Envelope("kernel", address, address, msg, self.now_us)
+        self._seq += 1
+        heapq.heappush(
+            self._heap, (self.now_us + delay_us, KERNEL_ID, self._seq, DELIVER, env, slot)
+        )
+
+    def trace_drop(self, env: Envelope, reason: str) -> None:
+        self.drops += 1
+        self.tracer.record(
+            self.now_us, "drop", env.src, env.to, type(env.msg).__name__, (reason, env)
+        )
+
+    def _deliver(self, slot: Slot, env: Envelope) -> None:
+        state = slot.state
+        if state in (DOWN, EXITED):
+            self.trace_drop(env, "actor-down")
+            return
+        if not self.network.host_up(slot.host):
+            self.trace_drop(env, "host-down")
+            return
+        mailbox = slot.mailbox
+        if len(mailbox) >= self.options.mailbox_len_max:
+            slot.overflow += 1
+            self.trace_drop(env, "mailbox-full")
+            return
+        self.deliveries += 1
+        self.tracer.record(self.now_us, "deliver", env.src, env.to, type(env.msg).__name__, env)
+        if (
+            state == WAIT_RECV
+            and (slot.wait_reply == 0 or env.reply_to == slot.wait_reply)
+            and not slot.paused_until_us
+        ):
+            slot.wait_token += 1
+            self._step(slot, env)
+        else:
+            mailbox.append(env)
+
+    def _take(self, slot: Slot, reply_to: int) -> Envelope | None:
+        mailbox = slot.mailbox
+        if not mailbox:
+            return None
+        if reply_to == 0:
+            return mailbox.popleft()
+        for i, env in enumerate(mailbox):
+            if env.reply_to == reply_to:
+                del mailbox[i]
+                return env
+        return None
+
+    # ------------------------------------------------------------------
+    # timers
+    def set_timer(self, slot: Slot, delay_us: int, msg: Any) -> int:
+        slot.timer_seq += 1
+        timer_id = slot.timer_seq
+        slot.timers.add(timer_id)
+        slot.seq += 1
+        heapq.heappush(
+            self._heap,
+            (
+                self.now_us + delay_us,
+                slot.id,
+                slot.seq,
+                TIMER,
+                slot,
+                (slot.incarnation, timer_id, msg),
+            ),
+        )
+        return timer_id
+
+    def _fire_timer(self, ev: tuple[Any, ...]) -> None:
+        slot: Slot = ev[4]
+        incarnation, timer_id, msg = ev[5]
+        if incarnation != slot.incarnation or timer_id not in slot.timers:
+            return
+        if slot.paused_until_us:
+            heapq.heappush(self._heap, (slot.paused_until_us, *ev[1:]))
+            return
+        slot.timers.discard(timer_id)
+        env = Envelope(slot.address, slot.address, slot.address, msg, self.now_us)
+        self.tracer.record(
+            self.now_us, "timer", slot.address, slot.address, type(msg).__name__, msg
+        )
+        if slot.state == WAIT_RECV and slot.wait_reply == 0:
+            slot.wait_token += 1
+            self._step(slot, env)
+        else:
+            slot.mailbox.append(env)
+
+    def _wake(self, ev: tuple[Any, ...]) -> None:
+        slot: Slot = ev[4]
+        if ev[5] != slot.wait_token:
+            return
+        if slot.paused_until_us:
+            heapq.heappush(self._heap, (slot.paused_until_us, *ev[1:]))
+            return
+        slot.wait_token += 1
+        if slot.state == WAIT_SLEEP:
+            self.tracer.record(self.now_us, "timer", slot.address, slot.address, "sleep", None)
+            self._step(slot, None)
+        elif slot.state == WAIT_RECV:
+            self.tracer.record(self.now_us, "timeout", slot.address, slot.address, "call", None)
+            self._step(slot, TIMED_OUT)
+
+    # ------------------------------------------------------------------
+    # the trampoline
+    def _step(self, slot: Slot, value: Any, exc: BaseException | None = None) -> None:
+        coro = slot.coro
+        slot.state = RUNNING
+        while True:
+            try:
+                cmd = coro.send(value) if exc is None else coro.throw(exc)
+            except StopIteration:
+                slot.state = EXITED
+                slot.coro = None
+                self.tracer.record(self.now_us, "exit", "", slot.address, "", None)
+                return
+            except Exception as error:
+                self._crashed_by_error(slot, error)
+                return
+            exc = None
+            kind = type(cmd)
+            if kind is Receive:
+                reply_to = cmd.reply_to
+                env = self._take(slot, reply_to)
+                if env is not None:
+                    value = env
+                    continue
+                slot.state = WAIT_RECV
+                slot.wait_reply = reply_to
+                if cmd.timeout_us is not None:
+                    slot.wait_token += 1
+                    slot.seq += 1
+                    heapq.heappush(
+                        self._heap,
+                        (
+                            self.now_us + cmd.timeout_us,
+                            slot.id,
+                            slot.seq,
+                            WAKE,
+                            slot,
+                            slot.wait_token,
+                        ),
+                    )
+                return
+            if kind is Sleep:
+                slot.state = WAIT_SLEEP
+                slot.wait_token += 1
+                slot.seq += 1
+                heapq.heappush(
+                    self._heap,
+                    (
+                        self.now_us + max(0, cmd.delay_us),
+                        slot.id,
+                        slot.seq,
+                        WAKE,
+                        slot,
+                        slot.wait_token,
+                    ),
+                )
+                return
+            if kind is StoreCall:
+                if self._store_pending is not None:
+                    raise EmulatorInternalError("two actors inside store calls at once")
+                slot.state = WAIT_STORE
+                self._store_pending = (slot, cmd)
+                return
+            # A foreign await: close the coroutine where it stands and crash it.
+            what = type(cmd).__name__
+            exc = ForeignAwait(
+                f"{slot.address} awaited a {what} outside the kernel "
+                "(use self.sleep / self.call / self.store, never asyncio)"
+            )
+            _close(coro)
+            self._crashed_by_error(slot, exc)
+            return
+
+    async def _drain_store(self) -> None:
+        await self.tracer.settle()
+        while self._store_pending is not None:
+            slot, cmd = self._store_pending
+            self._store_pending = None
+            try:
+                result = await cmd.fn(self.store, *cmd.args)
+            except Exception as error:
+                self._step(slot, None, error)
+                continue
+            name = getattr(cmd.fn, "__store_event__", None)
+            if name is not None:
+                self.tracer.record(self.now_us, "store", slot.address, "", name, (cmd.args, result))
+            self._step(slot, result)
+
+    # ------------------------------------------------------------------
+    # bulk flows (fluid model)
+    def start_flow(
+        self, slot: Slot, src_region: str, dst_region: str, nbytes: int, qos: str = "default"
+    ) -> int:
+        fluid = self.network.fluid
+        self._flow_seq += 1
+        flow_id = self._flow_seq
+        fluid.start(flow_id, src_region, dst_region, nbytes, self.now_us, qos=qos)
+        self._flow_owner[flow_id] = (slot, slot.incarnation)
+        slot.flows.add(flow_id)
+        self.tracer.record(
+            self.now_us,
+            "flow",
+            slot.address,
+            "",
+            "start",
+            (flow_id, src_region, dst_region, nbytes, qos),
+        )
+        self.flows_changed()
+        return flow_id
+
+    def flow_progress(self, flow_id: int) -> tuple[int, int]:
+        return self.network.fluid.progress(flow_id, self.now_us)
+
+    def cancel_flow(self, slot: Slot, flow_id: int) -> int:
+        slot.flows.discard(flow_id)
+        return self._cancel_flow(flow_id)
+
+    def _cancel_flow(self, flow_id: int) -> int:
+        if self._flow_owner.pop(flow_id, None) is None:
+            return 0
+        done = self.network.fluid.cancel(flow_id, self.now_us)
+        self.tracer.record(self.now_us, "flow", "", "", "cancel", (flow_id, done))
+        self.flows_changed()
+        return done
+
+    def flows_changed(self) -> None:
+        """Reschedule the next completion check after any change of flows or links."""
+        self._flow_token += 1
+        nxt = self.network.fluid.next_completion_us()
+        if nxt is not None:
+            self.at(max(nxt, self.now_us), self._flow_check, self._flow_token)
+
+    def _flow_check(self, token: int) -> None:
+        if token != self._flow_token:
+            return
+        for flow_id in self.network.fluid.advance(self.now_us):
+            owner = self._flow_owner.pop(flow_id, None)
+            if owner is None:
+                continue
+            slot, _ = owner
+            slot.flows.discard(flow_id)
+            self.tracer.record(self.now_us, "flow", "", slot.address, "done", flow_id)
+            self.post(slot.address, FlowDone(flow_id))
+        self.flows_changed()
+
+    # ------------------------------------------------------------------
+    # hardware
+    def set_host_state(self, node: str, up: bool) -> None:
+        """Take a host or a whole subtree (rack, fault domain, region) down or up."""
+        changed = self.network.set_node_down(node, not up, self.now_us)
+        if not changed:
+            return
+        self.tracer.record(self.now_us, "fault", "", node, "up" if up else "down", None)
+        for host in sorted(self.network.hosts_under(node)):
+            for slot in self._by_host.get(host, ()):
+                if not up and slot.state != DOWN:
+                    self._crash(slot, f"host {host} down", None)
+                    slot.awaiting_host = True
+                elif up and slot.awaiting_host and self.network.host_up(host):
+                    self.at(self.now_us, self._start, slot, True)
+        self.flows_changed()
+        for watcher in self.hardware_watchers:
+            self.post(watcher, HostUp(node) if up else HostDown(node))
+
+    hardware_watchers: tuple[str, ...] = ()
+
+    # ------------------------------------------------------------------
+    # trace helpers
+    def trace_event(self, kind: str, src: str, dst: str, type_: str, payload: Any) -> int:
+        return self.tracer.record(self.now_us, kind, src, dst, type_, payload)
+
+    def report_violation(self, invariant: str, message: str) -> None:
+        seq = self.tracer.record(self.now_us, "violation", "", "", invariant, message)
+        self.violations.append((seq, self.now_us, invariant, message))
+        if self.options.stop_on_violation:
+            self.request_stop(f"invariant {invariant} violated")
+
+    # ------------------------------------------------------------------
+    # the run loop
+    async def run(self, until_us: int) -> None:
+        """Process events up to and including `until_us`, or until a stop request."""
+        heap = self._heap
+        pop = heapq.heappop
+        tracer = self.tracer
+        yield_every = self.options.yield_every_events
+        pacer = self.pacer
+        countdown = yield_every
+        while heap and self.stop_reason is None:
+            ev = heap[0]
+            t = ev[0]
+            if t > until_us:
+                break
+            pop(heap)
+            if t != self.now_us:
+                if pacer is not None:
+                    await pacer.wait_until(t)
+                self.now_us = t
+            code = ev[3]
+            if code == DELIVER:
+                self._deliver(ev[5], ev[4])
+            elif code == CALL:
+                ev[4](*ev[5])
+            elif code == TIMER:
+                self._fire_timer(ev)
+            else:
+                self._wake(ev)
+            if self._store_pending is not None:
+                await self._drain_store()
+            if tracer.flushing is not None:
+                tracer.check_flush()
+            elif tracer.needs_flush():
+                tracer.start_flush()
+            self.events += 1
+            countdown -= 1
+            if countdown == 0:
+                countdown = yield_every
+                if self.progress is not None:
+                    self.progress(self)
+                await asyncio.sleep(0)
+            elif tracer.flushing is not None and not countdown & 127:
+                # Let the flush's completion callbacks run; each loop turn is cheap.
+                await asyncio.sleep(0)
+        if self.stop_reason is None and self.now_us < until_us:
+            if pacer is not None:
+                await pacer.wait_until(until_us)
+            self.now_us = until_us
+
+    def stop_all(self) -> None:
+        """End of run: give live actors their `on_stop` (synchronous, no awaits)."""
+        for address in sorted(self._actors):
+            slot = self._actors[address]
+            if slot.instance is not None and slot.state not in (DOWN, EXITED):
+                try:
+                    slot.instance.on_stop()
+                except Exception as error:
+                    self.tracer.record(self.now_us, "crash", "", address, "", f"on_stop: {error}")
+                if slot.coro is not None:
+                    _close(slot.coro)

@@ -1,0 +1,279 @@
+"""Reading a run back: step-by-step replay, JSON Lines and Chrome/Perfetto export,
+and the offline invariant check.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import msgspec
+
+from emulator.errors import ScenarioError
+from emulator.invariants import check_events, make_checkers
+from emulator.scenario import decode_scenario
+from emulator.timeunits import format_us
+from emulator.trace import TraceEvent
+from store import Store, StoreError
+from store.runs import get_run_meta
+from store.trace import iter_trace
+
+_JSON = msgspec.json.Encoder(order="deterministic")
+
+
+def _jsonable(obj: Any) -> Any:
+    """msgpack builtins → JSON-friendly (bytes become hex)."""
+    if isinstance(obj, bytes):
+        return obj.hex()
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+async def _events(
+    db: Path, t_from: int | None = None, t_to: int | None = None
+) -> AsyncIterator[TraceEvent]:
+    try:
+        store = await Store.open(db)
+    except StoreError as error:
+        raise ScenarioError(str(db), "", str(error)) from None
+    try:
+        async for row in iter_trace(store, t_from_us=t_from, t_to_us=t_to):
+            yield TraceEvent(row.seq, row.t_us, row.kind, row.src, row.dst, row.type, row.payload)
+    finally:
+        await store.close()
+
+
+def _message_of(event: TraceEvent) -> Any:
+    """The interesting part of a payload: a delivery's message, a drop's reason and message."""
+    p = event.payload
+    if event.kind == "deliver" and isinstance(p, dict):
+        return p.get("msg")
+    if event.kind == "drop" and isinstance(p, list) and len(p) == 2:
+        inner = p[1].get("msg") if isinstance(p[1], dict) and "msg" in p[1] else p[1]
+        return {"reason": p[0], "msg": inner}
+    return p
+
+
+def format_event(event: TraceEvent) -> str:
+    """One readable line: time, kind, from → to, type, message."""
+    arrow = f"{event.src or '·'} → {event.dst or '·'}"
+    body = _message_of(event)
+    if isinstance(body, dict):
+        body = {k: v for k, v in body.items() if k != "type"}
+    text = "" if body is None else _JSON.encode(_jsonable(body)).decode()
+    if len(text) > 200:
+        text = text[:197] + "..."
+    when = format_us(event.t_us)
+    return f"{when:>16}  #{event.seq:<7} {event.kind:<9} {arrow:<44} {event.type:<18} {text}"
+
+
+async def replay(
+    db: Path,
+    *,
+    step: bool = False,
+    t_from: int | None = None,
+    t_to: int | None = None,
+    grep: str | None = None,
+    out: TextIO | None = None,
+    stdin: TextIO | None = None,
+) -> int:
+    out = out or sys.stdout
+    stdin = stdin or sys.stdin
+    async for event in _events(db, t_from, t_to):
+        line = format_event(event)
+        if grep and grep not in line:
+            continue
+        out.write(line + "\n")
+        if step:
+            out.flush()
+            if stdin.readline() == "":
+                break
+    return 0
+
+
+# ---- export --------------------------------------------------------------
+async def export(db: Path, *, fmt: str, out: Path | None = None) -> int:
+    handle = out.open("w", encoding="utf-8") if out else sys.stdout
+    try:
+        if fmt == "jsonl":
+            async for event in _events(db):
+                row = msgspec.structs.asdict(event)
+                row["payload"] = _jsonable(row["payload"])
+                handle.write(_JSON.encode(row).decode() + "\n")
+        else:
+            events = [e async for e in _events(db)]
+            json.dump({"traceEvents": list(chrome_events(events)), "displayTimeUnit": "ms"}, handle)
+            handle.write("\n")
+    finally:
+        if out:
+            handle.close()
+    return 0
+
+
+def chrome_events(events: list[TraceEvent]) -> Iterator[dict[str, Any]]:
+    """Chrome trace event format (opens in Perfetto): one track per actor,
+    deliveries as flow arrows from the sender's track to the receiver's,
+    fault windows as slices on a `faults` track."""
+    tids: dict[str, int] = {"faults": 1}
+
+    def tid(name: str) -> int:
+        if name not in tids:
+            tids[name] = len(tids) + 1
+        return tids[name]
+
+    body: list[dict[str, Any]] = []
+    open_faults: dict[str, tuple[int, str]] = {}
+    end_t = events[-1].t_us if events else 0
+    for e in events:
+        if e.kind == "deliver" and isinstance(e.payload, dict):
+            sent = int(e.payload.get("sent_us", e.t_us))
+            args = {"msg": _jsonable(_message_of(e))}
+            body.append(
+                {
+                    "ph": "X",
+                    "name": f"send {e.type}",
+                    "pid": 1,
+                    "tid": tid(e.src),
+                    "ts": sent,
+                    "dur": 1,
+                }
+            )
+            body.append(
+                {
+                    "ph": "s",
+                    "id": e.seq,
+                    "name": e.type,
+                    "cat": "msg",
+                    "pid": 1,
+                    "tid": tid(e.src),
+                    "ts": sent,
+                }
+            )
+            body.append(
+                {
+                    "ph": "X",
+                    "name": e.type,
+                    "pid": 1,
+                    "tid": tid(e.dst),
+                    "ts": e.t_us,
+                    "dur": 1,
+                    "args": args,
+                }
+            )
+            body.append(
+                {
+                    "ph": "f",
+                    "bp": "e",
+                    "id": e.seq,
+                    "name": e.type,
+                    "cat": "msg",
+                    "pid": 1,
+                    "tid": tid(e.dst),
+                    "ts": e.t_us,
+                }
+            )
+        elif e.kind == "fault":
+            action, _, phase = e.type.rpartition(".")
+            key = f"{action} {_JSON.encode(_fault_key(e.payload)).decode()}"
+            if phase == "start":
+                open_faults[key] = (e.t_us, action)
+                if action in ("restart",):
+                    body.append(
+                        {"ph": "i", "name": key, "pid": 1, "tid": 1, "ts": e.t_us, "s": "t"}
+                    )
+            elif action in ("heal", "final-heal"):
+                for k, (t0, _) in sorted(open_faults.items()):
+                    if k.startswith("partition") or k.split()[0] in ("loss", "duplicate", "delay"):
+                        body.append(
+                            {
+                                "ph": "X",
+                                "name": k,
+                                "pid": 1,
+                                "tid": 1,
+                                "ts": t0,
+                                "dur": max(1, e.t_us - t0),
+                            }
+                        )
+                        del open_faults[k]
+            elif key in open_faults:
+                t0, _ = open_faults.pop(key)
+                body.append(
+                    {
+                        "ph": "X",
+                        "name": key,
+                        "pid": 1,
+                        "tid": 1,
+                        "ts": t0,
+                        "dur": max(1, e.t_us - t0),
+                    }
+                )
+        elif e.kind in ("crash", "restart", "start", "pause", "drop", "violation", "decision"):
+            track = e.dst or e.src or "kernel"
+            body.append(
+                {
+                    "ph": "i",
+                    "name": f"{e.kind} {e.type}".strip(),
+                    "pid": 1,
+                    "tid": tid(track),
+                    "ts": e.t_us,
+                    "s": "t",
+                    "args": {"payload": _jsonable(_message_of(e))},
+                }
+            )
+    for key, (t0, _) in sorted(open_faults.items()):
+        body.append(
+            {"ph": "X", "name": key, "pid": 1, "tid": 1, "ts": t0, "dur": max(1, end_t - t0)}
+        )
+    yield {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "mastemu"}}
+    for name, number in sorted(tids.items(), key=lambda kv: kv[1]):
+        yield {"ph": "M", "name": "thread_name", "pid": 1, "tid": number, "args": {"name": name}}
+        yield {
+            "ph": "M",
+            "name": "thread_sort_index",
+            "pid": 1,
+            "tid": number,
+            "args": {"sort_index": number},
+        }
+    yield from body
+
+
+def _fault_key(payload: Any) -> Any:
+    """What identifies a fault window across its start and end events."""
+    if isinstance(payload, dict):
+        for key in ("regions", "actor", "rule", "node"):
+            if key in payload:
+                return payload[key]
+    return payload
+
+
+# ---- offline check -----------------------------------------------------------
+async def check(db: Path, out: TextIO | None = None) -> int:
+    """Re-run the scenario's invariant checkers over the recorded trace."""
+    out = out or sys.stdout
+    try:
+        store = await Store.open(db)
+    except StoreError as error:
+        raise ScenarioError(str(db), "", str(error)) from None
+    try:
+        meta = await get_run_meta(store)
+    finally:
+        await store.close()
+    if meta is None:
+        raise ScenarioError(str(db), "", "no run metadata: not a finished or started run")
+    scenario = decode_scenario(meta.scenario_text, f"{db} (stored scenario)")
+    checkers = make_checkers(scenario.invariants.enabled)
+    events = [e async for e in _events(db)]
+    found = check_events(events, checkers)
+    for seq, t_us, invariant, message in found:
+        out.write(f"VIOLATION {invariant} at #{seq} ({format_us(t_us)}): {message}\n")
+    if found:
+        out.write(f"reproduce: mastemu run {meta.scenario_name} --seed {meta.seed}\n")
+    names = ", ".join(c.name for c in checkers) or "none"
+    out.write(f"checked {len(events)} events against {names}: {len(found)} violation(s)\n")
+    return 1 if found else 0

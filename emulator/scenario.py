@@ -1,0 +1,342 @@
+"""Scenario files: TOML decoded by msgspec into typed Structs.
+
+msgspec rejects unknown keys, wrong types and out-of-range values with the key
+path (`$.faults[2].at`); references between parts of a scenario (an actor's
+host, a fault's target region or actor) are checked afterwards by
+`check_references`. Every problem becomes one `ScenarioError` naming the file
+and the key path, which the CLI prints without a traceback (exit code 2).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+from emulator.errors import ScenarioError
+from emulator.timeunits import DurationError, parse_duration_us
+from emulator.topology import iter_nodes
+
+
+class Duration(int):
+    """Microseconds of emulated time, written as `"1h30m"`, `"250ms"` or seconds."""
+
+
+def _dec_hook(type_: type, obj: Any) -> Any:
+    if type_ is Duration:
+        if isinstance(obj, bool) or not isinstance(obj, str | int | float):
+            raise TypeError(f"expected a duration such as '90s' or '1h30m', got {obj!r}")
+        try:
+            value = parse_duration_us(obj)
+        except DurationError as error:
+            raise ValueError(str(error)) from None
+        if value < 0:
+            raise ValueError(f"a duration must not be negative, got {obj!r}")
+        return Duration(value)
+    raise NotImplementedError(f"no decoder for {type_}")
+
+
+def _schema_hook(type_: type) -> dict[str, Any]:
+    if type_ is Duration:
+        return {
+            "anyOf": [
+                {"type": "string", "pattern": r"^(\d+(\.\d+)?(us|ms|min|s|m|h|d))+$"},
+                {"type": "number", "minimum": 0},
+            ],
+            "description": "duration: seconds, or a string such as '250ms', '90s', '1h30m'",
+        }
+    raise NotImplementedError
+
+
+Name = Annotated[str, Meta(min_length=1, max_length=200)]
+Count = Annotated[int, Meta(ge=0, le=100_000)]
+Probability = Annotated[float, Meta(ge=0.0, le=1.0)]
+PositiveMs = Annotated[float, Meta(gt=0.0, le=60_000.0)]
+Gbps = Annotated[float, Meta(gt=0.0, le=1e6)]
+
+
+class Spec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """Base of every scenario section: unknown keys are errors."""
+
+
+# ---- world and network -------------------------------------------------
+class RegionSpec(Spec, kw_only=True):
+    name: Name
+    datacenters: Annotated[int, Meta(ge=1, le=64)] = 1
+    fault_domains: Annotated[int, Meta(ge=1, le=64)] = 2
+    racks: Annotated[int, Meta(ge=1, le=10_000)] = 2
+    machines: Annotated[int, Meta(ge=0, le=10_000)] = 2
+    control_hosts: Annotated[int, Meta(ge=1, le=16)] = 2
+    wan_egress_gbps: Gbps = 400.0
+    wan_ingress_gbps: Gbps = 400.0
+
+
+class WorldSpec(Spec, kw_only=True):
+    regions: Annotated[list[RegionSpec], Meta(min_length=1, max_length=256)]
+
+
+class RegionPairSpec(Spec, kw_only=True):
+    a: Name
+    b: Name
+    latency_ms: PositiveMs | None = None
+    bandwidth_gbps: Gbps | None = None
+
+
+class NetworkSpec(Spec, kw_only=True):
+    same_host_ms: PositiveMs = 0.01
+    same_rack_ms: PositiveMs = 0.05
+    same_dc_ms: PositiveMs = 0.5
+    cross_dc_ms: PositiveMs = 2.0
+    cross_region_ms_min: PositiveMs = 30.0
+    cross_region_ms_max: PositiveMs = 150.0
+    jitter_fraction: Annotated[float, Meta(ge=0.0, le=10.0)] = 0.1
+    wan_pair_gbps: Gbps = 100.0
+    region_pairs: list[RegionPairSpec] = []
+
+
+# ---- actors ------------------------------------------------------------
+class ActorSpec(Spec, kw_only=True):
+    kind: Name
+    address: Name
+    host: Name
+    start_at: Duration = Duration(0)
+    params: dict[str, Any] = {}
+
+
+# ---- faults (tagged by `action`) -----------------------------------------
+class FaultBase(Spec, tag_field="action", kw_only=True):
+    at: Duration
+
+
+class CrashFault(FaultBase, tag="crash", kw_only=True):
+    """Crash an actor, or `leader of ROLE`; restart after `restart_after` if given."""
+
+    target: Name
+    restart_after: Duration | None = None
+
+
+class RestartFault(FaultBase, tag="restart", kw_only=True):
+    target: Name
+
+
+class PauseFault(FaultBase, tag="pause", kw_only=True):
+    """Freeze an actor (GC pause, stopped VM): its lease may expire meanwhile."""
+
+    target: Name
+    duration: Duration
+
+
+class PartitionFault(FaultBase, tag="partition", kw_only=True):
+    """Cut the WAN between two regions (both ways); heal after `duration` if given."""
+
+    regions: Annotated[list[Name], Meta(min_length=2, max_length=2)]
+    duration: Duration | None = None
+
+
+class HealFault(FaultBase, tag="heal", kw_only=True):
+    """Heal every partition and remove every loss/duplication/delay rule."""
+
+
+class LinkFault(FaultBase, kw_only=True):
+    duration: Duration
+    between: Annotated[list[Name], Meta(min_length=2, max_length=2)] | None = None
+
+
+class LossFault(LinkFault, tag="loss", kw_only=True):
+    probability: Probability
+
+
+class DuplicateFault(LinkFault, tag="duplicate", kw_only=True):
+    probability: Probability
+
+
+class DelayFault(LinkFault, tag="delay", kw_only=True):
+    extra_ms: Annotated[float, Meta(gt=0.0, le=3_600_000.0)]
+
+
+class DownFault(FaultBase, tag="down", kw_only=True):
+    """Take a machine, rack, fault domain, datacenter or region down."""
+
+    node: Name
+    duration: Duration | None = None
+
+
+class UpFault(FaultBase, tag="up", kw_only=True):
+    node: Name
+
+
+Fault = (
+    CrashFault
+    | RestartFault
+    | PauseFault
+    | PartitionFault
+    | HealFault
+    | LossFault
+    | DuplicateFault
+    | DelayFault
+    | DownFault
+    | UpFault
+)
+
+NemesisAction = Literal["crash", "pause", "partition", "loss", "duplicate", "delay", "down"]
+
+
+class NemesisSpec(Spec, kw_only=True):
+    """A seeded random fault schedule, always ending with a final heal."""
+
+    enabled: bool = False
+    start: Duration = Duration(600_000_000)
+    heal_at: Duration | None = None
+    interval_mean: Duration = Duration(1_200_000_000)
+    duration_mean: Duration = Duration(300_000_000)
+    actions: Annotated[list[NemesisAction], Meta(min_length=1)] = msgspec.field(
+        default_factory=lambda: ["crash", "pause", "partition", "loss"]
+    )
+    loss_probability: Probability = 0.2
+    faults_max: Annotated[int, Meta(ge=0, le=100_000)] = 1_000
+
+
+class KernelSpec(Spec, kw_only=True):
+    yield_every_events: Annotated[int, Meta(ge=1, le=10_000_000)] = 2_000
+    restart_delay: Duration = Duration(1_000_000)
+    restarts_max: Annotated[int, Meta(ge=0)] = 1_000
+    mailbox_len_max: Annotated[int, Meta(ge=1)] = 100_000
+
+
+class InvariantsSpec(Spec, kw_only=True):
+    enabled: list[Name] = []
+    stop_on_violation: bool = False
+
+
+class Scenario(Spec, kw_only=True):
+    """A whole run: world, network, actors, faults, invariants, length."""
+
+    name: Name
+    duration: Duration
+    description: str = ""
+    seed: Annotated[int, Meta(ge=0, le=2**63 - 1)] = 1
+    world: WorldSpec
+    network: NetworkSpec = NetworkSpec()
+    kernel: KernelSpec = KernelSpec()
+    actors: list[ActorSpec] = []
+    faults: list[Fault] = []
+    nemesis: NemesisSpec = NemesisSpec()
+    invariants: InvariantsSpec = InvariantsSpec()
+
+
+# ---- loading -------------------------------------------------------------
+def _path_of(error: msgspec.ValidationError) -> tuple[str, str]:
+    text = str(error)
+    marker = " - at `"
+    if marker in text:
+        message, _, rest = text.partition(marker)
+        return rest.rstrip("`").removeprefix("$.").removeprefix("$"), message
+    return "", text
+
+
+def decode_scenario(text: str, source: str) -> Scenario:
+    """Decode and validate scenario TOML; raise `ScenarioError` on any problem."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ScenarioError(source, "", f"not valid TOML: {error}") from None
+    return convert_scenario(raw, source)
+
+
+def convert_scenario(raw: Any, source: str) -> Scenario:
+    try:
+        scenario = msgspec.convert(raw, Scenario, dec_hook=_dec_hook, strict=True)
+    except msgspec.ValidationError as error:
+        path, message = _path_of(error)
+        raise ScenarioError(source, path, message) from None
+    check_references(scenario, source)
+    return scenario
+
+
+def load_scenario_file(path: str | Path) -> tuple[Scenario, str]:
+    """Read and validate a scenario file; returns it with its text (stored in the run)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ScenarioError(str(p), "", f"cannot read: {error}") from None
+    return decode_scenario(text, str(p)), text
+
+
+def scenario_json_schema() -> dict[str, Any]:
+    return msgspec.json.schema(Scenario, schema_hook=_schema_hook)
+
+
+def decode_params(params_type: type[Any], raw: dict[str, Any], source: str, path: str) -> Any:
+    """Validate an actor kind's parameters, naming `actors[i].params.key` on error."""
+    try:
+        return msgspec.convert(raw, params_type, dec_hook=_dec_hook, strict=True)
+    except msgspec.ValidationError as error:
+        sub, message = _path_of(error)
+        raise ScenarioError(source, f"{path}.{sub}" if sub else path, message) from None
+
+
+# ---- references ----------------------------------------------------------
+def _nodes(scenario: Scenario) -> tuple[set[str], set[str], set[str]]:
+    """(regions, every topology node, hosts) without building the graph."""
+    nodes: set[str] = set()
+    hosts: set[str] = set()
+    for node, _parent, _tier, place in iter_nodes(scenario.world.regions):
+        nodes.add(node)
+        if place is not None:
+            hosts.add(node)
+    return {r.name for r in scenario.world.regions}, nodes, hosts
+
+
+def check_references(scenario: Scenario, source: str) -> None:
+    """Dangling references and cross-field rules that a type cannot express."""
+
+    def fail(path: str, message: str) -> None:
+        raise ScenarioError(source, path, message)
+
+    names = [r.name for r in scenario.world.regions]
+    for i, name in enumerate(names):
+        if "/" in name or " " in name:
+            fail(f"world.regions[{i}].name", f"region name {name!r} must not contain '/' or spaces")
+        if name in names[:i]:
+            fail(f"world.regions[{i}].name", f"duplicate region {name!r}")
+    regions, nodes, hosts = _nodes(scenario)
+    net = scenario.network
+    if net.cross_region_ms_min > net.cross_region_ms_max:
+        fail("network.cross_region_ms_min", "must not exceed network.cross_region_ms_max")
+    for i, pair in enumerate(net.region_pairs):
+        for key in ("a", "b"):
+            if getattr(pair, key) not in regions:
+                fail(f"network.region_pairs[{i}].{key}", f"unknown region {getattr(pair, key)!r}")
+        if pair.a == pair.b:
+            fail(f"network.region_pairs[{i}]", "a region pair needs two different regions")
+    addresses: set[str] = set()
+    for i, actor in enumerate(scenario.actors):
+        if actor.address in addresses:
+            fail(f"actors[{i}].address", f"duplicate actor address {actor.address!r}")
+        addresses.add(actor.address)
+        if actor.host not in hosts:
+            fail(f"actors[{i}].host", f"unknown host {actor.host!r} (e.g. 'REGION/ctl0')")
+    for i, fault in enumerate(scenario.faults):
+        where = f"faults[{i}]"
+        if fault.at > scenario.duration:
+            fail(f"{where}.at", "fault scheduled after the end of the run")
+        target = getattr(fault, "target", None)
+        if target is not None and not target.startswith("leader of ") and target not in addresses:
+            fail(f"{where}.target", f"unknown actor {target!r} (or use 'leader of ROLE')")
+        for key in ("regions", "between"):
+            for j, region in enumerate(getattr(fault, key, None) or ()):
+                if region not in regions:
+                    fail(f"{where}.{key}[{j}]", f"unknown region {region!r}")
+        pair = getattr(fault, "regions", None) or getattr(fault, "between", None)
+        if pair is not None and pair[0] == pair[1]:
+            fail(f"{where}", "needs two different regions")
+        node = getattr(fault, "node", None)
+        if node is not None and node not in nodes:
+            fail(f"{where}.node", f"unknown node {node!r}")
+    nem = scenario.nemesis
+    if nem.enabled and nem.heal_at is not None and nem.heal_at > scenario.duration:
+        fail("nemesis.heal_at", "after the end of the run")

@@ -1,0 +1,260 @@
+"""The run database: one SQLite file, one connection, explicit transactions.
+
+A `Store` models the durable side of an emulated run: MAST's shared replicated
+database plus the run's trace and metrics. There is exactly one aiosqlite
+connection per run so that SQLite sees the same statements in the same order
+on every run (KERNEL-NOTES: a second connection lets thread completion order
+leak into the trace).
+
+What must stay true:
+- the connection is in autocommit mode (`isolation_level=None`); every write
+  happens inside an explicit `BEGIN IMMEDIATE ... COMMIT` (`transaction()`)
+  or is a single statement, which SQLite commits on its own;
+- the connection is always closed (`open_ctx`, or `close()` in a `finally`):
+  aiosqlite's worker thread is not a daemon and would hang interpreter exit;
+- `leases` mirrors the committed `leases` table, never an uncommitted state.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from store.leases import Lease, LeaseView
+from store.migrations import APPLICATION_ID, MIGRATIONS
+
+MEMORY = ":memory:"
+
+
+class StoreError(Exception):
+    """The database is in a state this code cannot work with.
+
+    Examples: the file is not a mastemu run database, its schema is newer than
+    this version of mastemu knows, or run metadata is missing.
+    """
+
+
+class NestedTransactionError(StoreError):
+    """A transaction was opened while another one is open on the same Store.
+
+    A bug in the caller, not a database state: repository calls each commit
+    their own transaction and must not be composed inside one another.
+    """
+
+
+class Store:
+    """One run database: a single aiosqlite connection plus the lease mirror.
+
+    Open it with `await Store.open(path)` (and `await store.close()` in a
+    `finally`) or `async with Store.open_ctx(path) as store:`. The SQL helpers
+    (`write`, `insert`, `fetchall`, `fetchone`) are for the repository modules
+    of this package; other code calls those modules, never SQL.
+    """
+
+    conn: aiosqlite.Connection
+    path: str
+    leases: LeaseView
+
+    def __init__(self, conn: aiosqlite.Connection, path: str) -> None:
+        # Use `open`; the constructor only assembles an already opened store.
+        self.conn = conn
+        self.path = path
+        self.leases = LeaseView()
+        self._in_transaction = False
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, path: str | os.PathLike[str]) -> Store:
+        """Open (creating if needed) the run database at `path` and migrate it.
+
+        Raises StoreError if the file is not a mastemu run database or was
+        written by a newer mastemu. `":memory:"` gives a private in-memory
+        database (no WAL), handy for unit tests.
+        """
+        spath = os.fspath(path)
+        if spath != MEMORY:
+            Path(spath).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = await aiosqlite.connect(spath, isolation_level=None)
+        except sqlite3.Error as e:
+            raise StoreError(f"{spath}: cannot open as an SQLite database: {e}") from e
+        store = cls(conn, spath)
+        try:
+            await store._check_identity()
+            await store._configure()
+            await store._migrate()
+            await store._load_leases()
+        except BaseException:
+            # The worker thread must be stopped even when opening fails.
+            await store.close()
+            raise
+        return store
+
+    @classmethod
+    @asynccontextmanager
+    async def open_ctx(cls, path: str | os.PathLike[str]) -> AsyncIterator[Store]:
+        """`async with Store.open_ctx(path) as store:` — closed on every exit."""
+        store = await cls.open(path)
+        try:
+            yield store
+        finally:
+            await store.close()
+
+    async def close(self) -> None:
+        """Close the connection. Idempotent; buffered writers are not flushed."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.conn.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- transactions ----------------------------------------------------------
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """`BEGIN IMMEDIATE` ... `COMMIT`, or `ROLLBACK` if the body raises.
+
+        IMMEDIATE takes the write lock at BEGIN, so a read-then-write inside
+        the body cannot be overtaken by another writer. Not reentrant.
+        """
+        if self._in_transaction:
+            raise NestedTransactionError(
+                f"{self.path}: a transaction is already open on this Store; "
+                "transactions are not reentrant and a Store serves one task at a time"
+            )
+        self._in_transaction = True
+        try:
+            await self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                await self._rollback_if_open()
+                raise
+            try:
+                await self.conn.execute("COMMIT")
+            except BaseException:
+                # A failed COMMIT can leave the transaction open (SQLITE_BUSY).
+                await self._rollback_if_open()
+                raise
+        finally:
+            self._in_transaction = False
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_transaction
+
+    async def write(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> int:
+        """Run one write statement as its own transaction; return rows changed.
+
+        A single statement is atomic in autocommit mode, so this costs one
+        round trip to aiosqlite's thread instead of three.
+        """
+        if self._in_transaction:
+            raise NestedTransactionError(
+                f"{self.path}: single-statement write issued inside an open transaction"
+            )
+        cur = await self.conn.execute(sql, params)
+        return cur.rowcount
+
+    async def insert(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> int:
+        """Run one INSERT as its own transaction; return the new row's rowid."""
+        if self._in_transaction:
+            raise NestedTransactionError(
+                f"{self.path}: single-statement insert issued inside an open transaction"
+            )
+        cur = await self.conn.execute(sql, params)
+        if cur.lastrowid is None:
+            raise StoreError(f"{self.path}: INSERT produced no row: {sql}")
+        return cur.lastrowid
+
+    async def fetchall(
+        self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        """Run a query and return all rows as tuples (one round trip)."""
+        return list(await self.conn.execute_fetchall(sql, params))
+
+    async def fetchone(
+        self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()
+    ) -> tuple[Any, ...] | None:
+        rows = await self.conn.execute_fetchall(sql, params)
+        for row in rows:
+            return tuple(row)
+        return None
+
+    # -- opening steps ---------------------------------------------------------
+
+    async def _check_identity(self) -> None:
+        # Read-only checks first: nothing is written to a file that is not ours.
+        try:
+            app_id = await self._pragma("application_id")
+            version = await self._pragma("user_version")
+            row = await self.fetchone("SELECT count(*) FROM sqlite_master")
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path}: not an SQLite database ({e})") from e
+        n_objects = row[0] if row else 0
+        if version == 0 and n_objects > 0:
+            raise StoreError(
+                f"{self.path}: not a mastemu run database "
+                f"(it already holds {n_objects} tables/indexes and no mastemu schema version)"
+            )
+        if version > 0 and app_id != APPLICATION_ID:
+            raise StoreError(
+                f"{self.path}: not a mastemu run database "
+                f"(application_id is {app_id:#x}, expected {APPLICATION_ID:#x})"
+            )
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"{self.path}: schema version {version} is newer than this mastemu "
+                f"knows (up to {len(MIGRATIONS)}); open it with a newer mastemu"
+            )
+
+    async def _configure(self) -> None:
+        row = await self.fetchone("PRAGMA journal_mode=WAL")
+        mode = str(row[0]).lower() if row else ""
+        if self.path != MEMORY and mode != "wal":
+            raise StoreError(f"{self.path}: could not switch to WAL (journal_mode={mode})")
+        # NORMAL: a WAL commit is durable against a process crash (the case we
+        # model), not against power loss; FULL costs ~10x per awaited write.
+        await self.conn.execute("PRAGMA synchronous=NORMAL")
+        await self.conn.execute("PRAGMA foreign_keys=ON")
+
+    async def _migrate(self) -> None:
+        version = await self._pragma("user_version")
+        for target, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            # executescript would COMMIT any open transaction first, so the
+            # transaction is written into the script itself.
+            try:
+                await self.conn.executescript(
+                    f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {target};\nCOMMIT;"
+                )
+            except sqlite3.Error as e:
+                await self._rollback_if_open()
+                raise StoreError(f"{self.path}: migration to version {target} failed: {e}") from e
+
+    async def _load_leases(self) -> None:
+        rows = await self.fetchall("SELECT role, holder, epoch, expires_at_us FROM leases")
+        for role, holder, epoch, expires_at_us in rows:
+            self.leases.apply_committed(Lease(role, holder, epoch, expires_at_us))
+
+    async def _pragma(self, name: str) -> int:
+        row = await self.fetchone(f"PRAGMA {name}")
+        return int(row[0]) if row else 0
+
+    async def _rollback_if_open(self) -> None:
+        if self.conn.in_transaction:
+            await self.conn.execute("ROLLBACK")
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"Store({self.path!r}, {state})"

@@ -1,0 +1,283 @@
+"""Leader election by leases with epochs, and fenced writes.
+
+Models MAST's leader election (DESIGN §5): each role ("gms", "rms/us-east",
+...) has at most one lease row `(holder, epoch, expires_at_us)`. The holder
+renews it before it expires; once it has expired, any candidate may take it
+with `epoch + 1`. A leader tags its writes with its epoch, and a fenced write
+lands only if that epoch is still the current, unexpired lease of its holder,
+so a deposed leader's late write has no effect.
+
+What must stay true (invariant family 1):
+- at most one holder per (role, epoch): `lease_history` has one row per epoch
+  ever granted, keyed by (role, epoch);
+- epochs of a role only grow;
+- an accepted effect carries the latest granted epoch of its role, by its
+  holder, at a time before that lease expired.
+
+A lease is valid at time t iff `t < expires_at_us`. Times are the caller's
+emulated clock (integer microseconds); the store never reads a clock.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from store.events import store_event
+
+if TYPE_CHECKING:
+    import aiosqlite
+
+    from store.db import Store
+
+
+class Lease(msgspec.Struct, frozen=True):
+    """The current lease of a role: `holder` leads it until `expires_at_us`."""
+
+    role: str
+    holder: str
+    epoch: int
+    expires_at_us: int
+
+    def valid_at(self, now_us: int) -> bool:
+        return now_us < self.expires_at_us
+
+
+class LeaseGrant(msgspec.Struct, frozen=True):
+    """One epoch of a role, granted to `holder` at `granted_at_us`."""
+
+    role: str
+    epoch: int
+    holder: str
+    granted_at_us: int
+
+
+class LeaseEffect(msgspec.Struct, frozen=True):
+    """A fenced write that was accepted under (role, epoch, holder)."""
+
+    id: int
+    role: str
+    epoch: int
+    holder: str
+    t_us: int
+    payload: bytes
+
+
+class LeaseView:
+    """In-memory mirror of the committed `leases` table of one Store.
+
+    The kernel resolves role addresses through it at send time without
+    awaiting the database (emulated service discovery). It is changed only
+    by the functions of this module, and only after their transaction has
+    committed, so it never shows a lease that a rollback undid.
+    """
+
+    def __init__(self) -> None:
+        self._by_role: dict[str, Lease] = {}
+
+    def get(self, role: str) -> Lease | None:
+        return self._by_role.get(role)
+
+    def leader_of(self, role: str, now_us: int) -> str | None:
+        """The holder of `role`'s lease if it is valid at `now_us`, else None."""
+        lease = self._by_role.get(role)
+        if lease is None or now_us >= lease.expires_at_us:
+            return None
+        return lease.holder
+
+    def roles(self) -> list[str]:
+        return sorted(self._by_role)
+
+    def apply_committed(self, lease: Lease) -> None:
+        """Record a lease row that has been committed. For this module only."""
+        self._by_role[lease.role] = lease
+
+    def __len__(self) -> int:
+        return len(self._by_role)
+
+    def __repr__(self) -> str:
+        return f"LeaseView({sorted(self._by_role.values(), key=lambda x: x.role)!r})"
+
+
+@store_event("lease.acquire")
+async def acquire(
+    store: Store, role: str, candidate: str, now_us: int, ttl_us: int
+) -> Lease | None:
+    """Take or renew the lease of `role` for `candidate` until `now_us + ttl_us`.
+
+    - no lease, or the lease expired at `now_us`: a new epoch (previous + 1,
+      1 for a role never granted) goes to `candidate`;
+    - `candidate` holds a valid lease: renewed, same epoch;
+    - someone else holds a valid lease: None, nothing changes.
+    """
+    if ttl_us <= 0:
+        raise ValueError(f"lease ttl_us must be positive, got {ttl_us}")
+    expires_at_us = now_us + ttl_us
+    # Fast paths, one round trip or none: each aiosqlite call is a thread
+    # hand-off, and renewals and refusals are nearly all of a run's lease calls.
+    # The view mirrors every commit of the run's only connection, so it is exact.
+    known = store.leases.get(role)
+    if known is not None and now_us < known.expires_at_us:
+        if known.holder != candidate:
+            return None
+        rows = await store.conn.execute_fetchall(
+            "UPDATE leases SET expires_at_us = ? "
+            "WHERE role = ? AND epoch = ? AND holder = ? AND expires_at_us > ? RETURNING epoch",
+            (expires_at_us, role, known.epoch, candidate, now_us),
+        )
+        if rows:
+            lease = Lease(role, candidate, known.epoch, expires_at_us)
+            store.leases.apply_committed(lease)
+            return lease
+    async with store.transaction() as conn:
+        rows = await conn.execute_fetchall(
+            "SELECT holder, epoch, expires_at_us FROM leases WHERE role = ?", (role,)
+        )
+        row = next(iter(rows), None)
+        if row is None:
+            lease = await _grant_next_epoch(conn, role, candidate, None, now_us, expires_at_us)
+        else:
+            holder, epoch, old_expires_at_us = row
+            if now_us >= old_expires_at_us:
+                lease = await _grant_next_epoch(conn, role, candidate, epoch, now_us, expires_at_us)
+            elif holder == candidate:
+                lease = await _renew(conn, role, candidate, epoch, now_us, expires_at_us)
+            else:
+                lease = None
+    if lease is not None:
+        store.leases.apply_committed(lease)
+    return lease
+
+
+async def _grant_next_epoch(
+    conn: aiosqlite.Connection,
+    role: str,
+    candidate: str,
+    old_epoch: int | None,
+    now_us: int,
+    expires_at_us: int,
+) -> Lease | None:
+    # Inside acquire's transaction: the lease is absent or expired at now_us.
+    if old_epoch is None:
+        # Epochs continue the history even if a lease row was ever removed.
+        rows = await conn.execute_fetchall(
+            "SELECT coalesce(max(epoch), 0) FROM lease_history WHERE role = ?", (role,)
+        )
+        epoch = next(iter(rows))[0] + 1
+        cur = await conn.execute(
+            "INSERT INTO leases (role, holder, epoch, expires_at_us) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (role) DO NOTHING",
+            (role, candidate, epoch, expires_at_us),
+        )
+    else:
+        epoch = old_epoch + 1
+        # Compare-and-set on the epoch we read: a writer that got in between
+        # makes this match nothing instead of creating a second holder.
+        cur = await conn.execute(
+            "UPDATE leases SET holder = ?, epoch = ?, expires_at_us = ? "
+            "WHERE role = ? AND epoch = ? AND expires_at_us <= ?",
+            (candidate, epoch, expires_at_us, role, old_epoch, now_us),
+        )
+    if cur.rowcount != 1:
+        return None
+    # The primary key (role, epoch) refuses a second holder of one epoch.
+    await conn.execute(
+        "INSERT INTO lease_history (role, epoch, holder, granted_at_us) VALUES (?, ?, ?, ?)",
+        (role, epoch, candidate, now_us),
+    )
+    return Lease(role, candidate, epoch, expires_at_us)
+
+
+async def _renew(
+    conn: aiosqlite.Connection,
+    role: str,
+    holder: str,
+    epoch: int,
+    now_us: int,
+    expires_at_us: int,
+) -> Lease | None:
+    # Inside acquire's transaction: `holder` has a valid lease at `epoch`.
+    cur = await conn.execute(
+        "UPDATE leases SET expires_at_us = ? "
+        "WHERE role = ? AND epoch = ? AND holder = ? AND expires_at_us > ?",
+        (expires_at_us, role, epoch, holder, now_us),
+    )
+    if cur.rowcount != 1:
+        return None
+    return Lease(role, holder, epoch, expires_at_us)
+
+
+@store_event("lease.release")
+async def release(store: Store, role: str, holder: str, epoch: int, now_us: int) -> bool:
+    """End `holder`'s lease of `role` at `now_us` if it still holds `epoch`.
+
+    Returns False (nothing changed) if the lease has moved on to another
+    holder or epoch. A lease that already expired keeps its earlier expiry.
+    """
+    async with store.transaction() as conn:
+        cur = await conn.execute(
+            "UPDATE leases SET expires_at_us = min(expires_at_us, ?) "
+            "WHERE role = ? AND holder = ? AND epoch = ?",
+            (now_us, role, holder, epoch),
+        )
+        if cur.rowcount != 1:
+            return False
+        rows = await conn.execute_fetchall(
+            "SELECT expires_at_us FROM leases WHERE role = ?", (role,)
+        )
+        expires_at_us = next(iter(rows))[0]
+    store.leases.apply_committed(Lease(role, holder, epoch, expires_at_us))
+    return True
+
+
+@store_event("lease.effect")
+async def fenced_effect(
+    store: Store, role: str, holder: str, epoch: int, now_us: int, payload: bytes
+) -> bool:
+    """Record `payload` as an effect of `holder`'s leadership of `role` at `epoch`.
+
+    The write lands only if, at `now_us`, the lease of `role` is still held by
+    `holder` at `epoch` and has not expired; returns whether it landed. This
+    is the fenced (conditional) write: a deposed leader's late write, a stale
+    epoch or an expired lease has no effect.
+    """
+    # One statement: the check and the insert cannot be separated by anything.
+    changed = await store.write(
+        "INSERT INTO lease_effects (role, epoch, holder, t_us, payload) "
+        "SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS ("
+        "  SELECT 1 FROM leases"
+        "  WHERE role = ?1 AND epoch = ?2 AND holder = ?3 AND expires_at_us > ?4)",
+        (role, epoch, holder, now_us, payload),
+    )
+    return changed == 1
+
+
+async def get(store: Store, role: str) -> Lease | None:
+    """The committed lease row of `role`, read from the database."""
+    row = await store.fetchone(
+        "SELECT role, holder, epoch, expires_at_us FROM leases WHERE role = ?", (role,)
+    )
+    return None if row is None else Lease(*row)
+
+
+async def history(store: Store, role: str | None = None) -> list[LeaseGrant]:
+    """Every epoch ever granted (of `role`, or of all roles), by role then epoch."""
+    sql = "SELECT role, epoch, holder, granted_at_us FROM lease_history"
+    params: tuple[str, ...] = ()
+    if role is not None:
+        sql += " WHERE role = ?"
+        params = (role,)
+    rows = await store.fetchall(sql + " ORDER BY role, epoch", params)
+    return [LeaseGrant(*r) for r in rows]
+
+
+async def effects(store: Store, role: str | None = None) -> list[LeaseEffect]:
+    """Every accepted fenced effect (of `role`, or of all roles), in write order."""
+    sql = "SELECT id, role, epoch, holder, t_us, payload FROM lease_effects"
+    params: tuple[str, ...] = ()
+    if role is not None:
+        sql += " WHERE role = ?"
+        params = (role,)
+    rows = await store.fetchall(sql + " ORDER BY id", params)
+    return [LeaseEffect(*r) for r in rows]

@@ -1,0 +1,103 @@
+"""Schema of a run database, as numbered migrations.
+
+`MIGRATIONS[i]` brings a database from schema version `i` to `i + 1`. The
+version lives in `PRAGMA user_version`; `Store.open` applies the missing
+scripts in order, each in its own transaction together with the version bump,
+so a database is always at exactly one known version. A released migration is
+never edited: a schema change is a new script appended to the list.
+
+`APPLICATION_ID` is written to the file header by migration 1 so that a
+SQLite file made by something else is recognised and refused.
+"""
+
+from __future__ import annotations
+
+# 'mast' in ASCII: marks the file as a mastemu run database.
+APPLICATION_ID = 0x6D617374
+
+RUN_STATUSES = ("running", "ok", "violated", "interrupted", "failed")
+
+_V1 = f"""
+PRAGMA application_id = {APPLICATION_ID};
+
+-- One row (id = 1): what was run and how it ended.
+CREATE TABLE run_meta (
+    id            INTEGER PRIMARY KEY CHECK (id = 1),
+    scenario_name TEXT    NOT NULL,
+    scenario_text TEXT    NOT NULL DEFAULT '',
+    seed          INTEGER NOT NULL,
+    version       TEXT    NOT NULL DEFAULT '',
+    mode          TEXT    NOT NULL DEFAULT 'virtual',
+    status        TEXT    NOT NULL DEFAULT 'running'
+                  CHECK (status IN ({", ".join(f"'{s}'" for s in RUN_STATUSES)})),
+    trace_hash    TEXT,
+    end_t_us      INTEGER,
+    events        INTEGER NOT NULL DEFAULT 0,
+    violations    INTEGER NOT NULL DEFAULT 0
+);
+
+-- Every kernel event, in kernel order; seq is the rowid.
+CREATE TABLE trace_chunks (
+    first_seq  INTEGER PRIMARY KEY,
+    last_seq   INTEGER NOT NULL,
+    t_first_us INTEGER NOT NULL,
+    t_last_us  INTEGER NOT NULL,
+    events     BLOB NOT NULL
+);
+
+CREATE TABLE metrics (
+    t_us   INTEGER NOT NULL,
+    name   TEXT    NOT NULL,
+    labels TEXT    NOT NULL DEFAULT '{{}}',
+    value  REAL    NOT NULL
+);
+CREATE INDEX metrics_name_t_us ON metrics (name, t_us);
+
+-- The current lease of each role (emulated leader election).
+CREATE TABLE leases (
+    role          TEXT    PRIMARY KEY,
+    holder        TEXT    NOT NULL,
+    epoch         INTEGER NOT NULL CHECK (epoch >= 1),
+    expires_at_us INTEGER NOT NULL
+);
+
+-- One row per epoch ever granted: the key makes two holders of one epoch
+-- impossible, whatever the code above it does.
+CREATE TABLE lease_history (
+    role          TEXT    NOT NULL,
+    epoch         INTEGER NOT NULL,
+    holder        TEXT    NOT NULL,
+    granted_at_us INTEGER NOT NULL,
+    PRIMARY KEY (role, epoch)
+);
+
+-- Writes accepted under a lease (fenced effects).
+CREATE TABLE lease_effects (
+    id      INTEGER PRIMARY KEY,
+    role    TEXT    NOT NULL,
+    epoch   INTEGER NOT NULL,
+    holder  TEXT    NOT NULL,
+    t_us    INTEGER NOT NULL,
+    payload BLOB
+);
+
+-- Typed actor state (msgpack-encoded Structs) for recovery after a crash.
+CREATE TABLE kv (
+    namespace TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    value     BLOB NOT NULL,
+    PRIMARY KEY (namespace, key)
+);
+
+CREATE TABLE violations (
+    id        INTEGER PRIMARY KEY,
+    seq       INTEGER,
+    t_us      INTEGER NOT NULL,
+    invariant TEXT    NOT NULL,
+    message   TEXT    NOT NULL
+);
+"""
+
+MIGRATIONS: list[str] = [_V1]
+
+SCHEMA_VERSION = len(MIGRATIONS)

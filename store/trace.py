@@ -1,0 +1,194 @@
+"""The trace and metric tables: buffered appends, paged reads.
+
+A trace event is one msgpack array `[t_us, kind, src, dst, type, payload]`,
+encoded once by the kernel's tracer (which hashes those same bytes). Events
+are stored in chunks: one `trace_chunks` row holds about a thousand
+consecutive events as one msgpack array, with the seq and time range it
+covers. Binding one SQL row per event cost about 3 µs, more than the kernel
+spends on the delivery itself; a chunk costs one insert.
+
+Metric samples `(t_us, name, labels_json, value)` are plain rows of `metrics`,
+written in batches with `executemany`.
+
+What must stay true: events reach the database in the order they were
+appended, seqs are consecutive, and a flush writes its whole batch or nothing
+(a failed flush leaves the events buffered).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, ClassVar, Generic, TypeVar
+
+import msgspec
+
+from store.db import Store
+
+MetricTuple = tuple[int, str, str, float]
+R = TypeVar("R", bound=tuple[Any, ...])
+
+_DECODER = msgspec.msgpack.Decoder()
+
+
+class TraceRow(msgspec.Struct, array_like=True):
+    """One kernel event read back; `payload` is decoded msgpack (builtins)."""
+
+    seq: int
+    t_us: int
+    kind: str
+    src: str
+    dst: str
+    type: str
+    payload: Any
+
+
+def _array_header(n: int) -> bytes:
+    # msgpack array32: the records that follow are its items.
+    return b"\xdd" + struct.pack(">I", n)
+
+
+class TraceWriter:
+    """Buffers encoded events in `records` and writes them as one chunk per flush.
+
+    The kernel appends to `records` directly (it never rebinds the list) and
+    numbers events from `first_seq` on, one per record.
+    """
+
+    def __init__(self, store: Store, batch_size: int = 1000, first_seq: int = 1) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.store = store
+        self.batch_size = batch_size
+        self.records: list[bytes] = []
+        self.first_seq = first_seq
+        self.written = 0
+
+    def full(self) -> bool:
+        return len(self.records) >= self.batch_size
+
+    async def flush(self) -> None:
+        """Write every buffered event as one chunk (one statement); no-op if none."""
+        n = len(self.records)
+        if n == 0:
+            return
+        batch = self.records[:n]
+        blob = _array_header(n) + b"".join(batch)
+        t_first = _DECODER.decode(batch[0])[0]
+        t_last = _DECODER.decode(batch[-1])[0]
+        first = self.first_seq
+        await self.store.write(
+            "INSERT INTO trace_chunks (first_seq, last_seq, t_first_us, t_last_us, events) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (first, first + n - 1, t_first, t_last, blob),
+        )
+        # Only after the commit, and only what was written: events appended
+        # while the flush was in flight stay buffered.
+        del self.records[:n]
+        self.first_seq = first + n
+        self.written += n
+
+
+async def iter_trace(
+    store: Store,
+    *,
+    t_from_us: int | None = None,
+    t_to_us: int | None = None,
+    kinds: Iterable[str] | None = None,
+    batch: int = 16,
+) -> AsyncIterator[TraceRow]:
+    """Yield stored events in seq order, optionally filtered.
+
+    The time window is half-open, `t_from_us <= t_us < t_to_us`, so adjacent
+    windows never repeat an event. Chunks are paged by `first_seq > last`
+    (a primary-key seek), `batch` chunks at a time, and skipped whole when
+    their time range misses the window.
+    """
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    kind_set = set(kinds) if kinds is not None else None
+    if kind_set is not None and not kind_set:
+        return
+    where = ["first_seq > ?"]
+    params: list[Any] = []
+    if t_from_us is not None:
+        where.append("t_last_us >= ?")
+        params.append(t_from_us)
+    if t_to_us is not None:
+        where.append("t_first_us < ?")
+        params.append(t_to_us)
+    sql = (
+        f"SELECT first_seq, events FROM trace_chunks WHERE {' AND '.join(where)} "
+        "ORDER BY first_seq LIMIT ?"
+    )
+    after = -(2**63)
+    while True:
+        chunks = await store.fetchall(sql, (after, *params, batch))
+        for first_seq, blob in chunks:
+            for offset, ev in enumerate(_DECODER.decode(blob)):
+                t_us = ev[0]
+                if t_from_us is not None and t_us < t_from_us:
+                    continue
+                if t_to_us is not None and t_us >= t_to_us:
+                    break
+                if kind_set is not None and ev[1] not in kind_set:
+                    continue
+                yield TraceRow(first_seq + offset, t_us, ev[1], ev[2], ev[3], ev[4], ev[5])
+        if len(chunks) < batch:
+            return
+        after = chunks[-1][0]
+
+
+async def count_trace(store: Store) -> int:
+    """Number of events in the database (buffered events not included)."""
+    row = await store.fetchone(
+        "SELECT coalesce(sum(last_seq - first_seq + 1), 0) FROM trace_chunks"
+    )
+    return int(row[0]) if row else 0
+
+
+class _BufferedWriter(Generic[R]):
+    """Rows appended to `self.rows`, written by `flush` in one transaction."""
+
+    INSERT: ClassVar[str]
+
+    def __init__(self, store: Store, batch_size: int = 1000) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.store = store
+        self.batch_size = batch_size
+        # Public and never rebound: the kernel may keep a reference to it.
+        self.rows: list[R] = []
+        self.written = 0
+
+    def full(self) -> bool:
+        """True once at least `batch_size` rows wait to be flushed."""
+        return len(self.rows) >= self.batch_size
+
+    async def flush(self) -> None:
+        """Write every buffered row in one transaction; no-op if none."""
+        n = len(self.rows)
+        if n == 0:
+            return
+        # Snapshot: the list must not change while aiosqlite's thread reads it.
+        batch = self.rows[:n]
+        async with self.store.transaction() as conn:
+            await conn.executemany(self.INSERT, batch)
+        # Only after COMMIT, and only what was written: rows appended while
+        # the flush was in flight stay buffered.
+        del self.rows[:n]
+        self.written += n
+
+
+class MetricWriter(_BufferedWriter[MetricTuple]):
+    """Buffers metric samples `(t_us, name, labels_json, value)`."""
+
+    INSERT = "INSERT INTO metrics (t_us, name, labels, value) VALUES (?, ?, ?, ?)"
+
+
+async def read_metrics(store: Store, name: str) -> list[tuple[int, str, float]]:
+    """Samples of metric `name` as `(t_us, labels_json, value)`, by time then write order."""
+    rows = await store.fetchall(
+        "SELECT t_us, labels, value FROM metrics WHERE name = ? ORDER BY t_us, rowid", (name,)
+    )
+    return [(t, labels, value) for t, labels, value in rows]

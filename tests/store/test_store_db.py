@@ -1,0 +1,153 @@
+"""Store lifecycle: opening, migrations, PRAGMAs, transactions, refusing foreign files."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from store import NestedTransactionError, Store, StoreError
+from store.migrations import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+
+TABLES = {
+    "run_meta",
+    "trace_chunks",
+    "metrics",
+    "leases",
+    "lease_history",
+    "lease_effects",
+    "kv",
+    "violations",
+}
+
+
+async def pragma(store: Store, name: str) -> object:
+    row = await store.fetchone(f"PRAGMA {name}")
+    assert row is not None
+    return row[0]
+
+
+async def test_open_creates_parent_dir_and_schema(store: Store, db_path: Path) -> None:
+    assert db_path.exists()
+    assert store.path == str(db_path)
+    assert await pragma(store, "user_version") == SCHEMA_VERSION == len(MIGRATIONS)
+    assert await pragma(store, "application_id") == APPLICATION_ID
+    names = {r[0] for r in await store.fetchall("SELECT name FROM sqlite_master")}
+    assert names >= TABLES
+
+
+async def test_pragmas_wal_normal_foreign_keys(store: Store) -> None:
+    assert await pragma(store, "journal_mode") == "wal"
+    assert await pragma(store, "synchronous") == 1  # NORMAL
+    assert await pragma(store, "foreign_keys") == 1
+    assert store.conn.isolation_level is None
+
+
+async def test_reopen_is_idempotent(db_path: Path) -> None:
+    async with Store.open_ctx(db_path) as s:
+        await s.write("INSERT INTO kv VALUES ('ns', 'k', x'01')")
+    async with Store.open_ctx(db_path) as s:
+        assert await pragma(s, "user_version") == SCHEMA_VERSION
+        assert await s.fetchall("SELECT namespace, key FROM kv") == [("ns", "k")]
+
+
+async def test_close_is_idempotent(db_path: Path) -> None:
+    s = await Store.open(db_path)
+    await s.close()
+    await s.close()
+    assert s.closed
+
+
+async def test_open_ctx_closes_on_exception(db_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="boom"):
+        async with Store.open_ctx(db_path) as s:
+            raise RuntimeError("boom")
+    assert s.closed
+
+
+async def test_transaction_commits(store: Store) -> None:
+    async with store.transaction() as conn:
+        await conn.execute("INSERT INTO kv VALUES ('ns', 'a', x'01')")
+        await conn.execute("INSERT INTO kv VALUES ('ns', 'b', x'02')")
+    assert not store.conn.in_transaction
+    assert len(await store.fetchall("SELECT * FROM kv")) == 2
+
+
+async def test_transaction_rolls_back_on_exception(store: Store) -> None:
+    with pytest.raises(ValueError, match="abort"):
+        async with store.transaction() as conn:
+            await conn.execute("INSERT INTO kv VALUES ('ns', 'a', x'01')")
+            raise ValueError("abort")
+    assert not store.conn.in_transaction
+    assert not store.in_transaction
+    assert await store.fetchall("SELECT * FROM kv") == []
+
+
+async def test_transaction_rolls_back_on_sql_error(store: Store) -> None:
+    with pytest.raises(sqlite3.IntegrityError):
+        async with store.transaction() as conn:
+            await conn.execute("INSERT INTO kv VALUES ('ns', 'a', x'01')")
+            await conn.execute("INSERT INTO kv VALUES ('ns', 'a', x'02')")
+    assert await store.fetchall("SELECT * FROM kv") == []
+    # The store is usable afterwards.
+    async with store.transaction() as conn:
+        await conn.execute("INSERT INTO kv VALUES ('ns', 'a', x'03')")
+    assert await store.fetchall("SELECT value FROM kv") == [(b"\x03",)]
+
+
+async def test_nested_transaction_is_refused(store: Store) -> None:
+    async with store.transaction() as conn:
+        await conn.execute("INSERT INTO kv VALUES ('ns', 'outer', x'01')")
+        with pytest.raises(NestedTransactionError, match="not reentrant"):
+            async with store.transaction():
+                pass
+        with pytest.raises(NestedTransactionError):
+            await store.write("DELETE FROM kv")
+    # The outer transaction was not disturbed.
+    assert await store.fetchall("SELECT key FROM kv") == [("outer",)]
+
+
+async def test_not_an_sqlite_file(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"these are not the bytes of an SQLite database\n" * 100)
+    with pytest.raises(StoreError, match="not an SQLite database"):
+        await Store.open(path)
+
+
+async def test_foreign_sqlite_file_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as c:
+        c.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY)")
+    c.close()
+    with pytest.raises(StoreError, match="not a mastemu run database"):
+        await Store.open(path)
+    with sqlite3.connect(path) as c:
+        # Still in rollback-journal mode: nothing was written to it.
+        assert c.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    c.close()
+
+
+async def test_foreign_application_id_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    c = sqlite3.connect(path)
+    c.execute("PRAGMA user_version = 1")
+    c.close()
+    with pytest.raises(StoreError, match="application_id"):
+        await Store.open(path)
+
+
+async def test_newer_schema_version_is_refused(db_path: Path) -> None:
+    async with Store.open_ctx(db_path):
+        pass
+    c = sqlite3.connect(db_path)
+    c.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    c.close()
+    with pytest.raises(StoreError, match=r"newer than this mastemu knows"):
+        await Store.open(db_path)
+
+
+async def test_memory_store(tmp_path: Path) -> None:
+    async with Store.open_ctx(":memory:") as s:
+        assert await pragma(s, "user_version") == SCHEMA_VERSION
+    assert list(tmp_path.iterdir()) == []
