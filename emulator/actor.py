@@ -50,11 +50,17 @@ class Actor:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        handlers: dict[type, tuple[Handler, bool]] = {}
+        # Handlers are found by name on the final class, so a subclass that
+        # overrides a handler method keeps its message types without re-marking it.
+        names: dict[type, str] = {}
         for base in reversed(cls.__mro__):
-            for value in vars(base).values():
+            for name, value in vars(base).items():
                 for msg_type in getattr(value, "__handles__", ()):
-                    handlers[msg_type] = (value, inspect.iscoroutinefunction(value))
+                    names[msg_type] = name
+        handlers: dict[type, tuple[Handler, bool]] = {}
+        for msg_type, name in names.items():
+            fn = getattr(cls, name)
+            handlers[msg_type] = (fn, inspect.iscoroutinefunction(fn))
         cls._handlers = handlers
 
     def __init__(self, address: str, params: Any = None) -> None:
@@ -135,6 +141,24 @@ class Actor:
 
     def cancel_timer(self, timer_id: int) -> None:
         self._slot.timers.discard(timer_id)
+
+    def start_flow(
+        self, src_region: str, dst_region: str, nbytes: int, qos: str = "default"
+    ) -> int:
+        """Start a WAN bulk transfer; `FlowDone(flow_id)` arrives when its last byte does.
+
+        The flow shares links max-min fairly with others, pauses while its
+        regions are partitioned, and is cancelled if this actor crashes.
+        """
+        return self._kernel.start_flow(self._slot, src_region, dst_region, nbytes, qos)
+
+    def cancel_flow(self, flow_id: int) -> int:
+        """Stop a flow; returns the bytes that had arrived."""
+        return self._kernel.cancel_flow(self._slot, flow_id)
+
+    def flow_progress(self, flow_id: int) -> tuple[int, int]:
+        """(bytes arrived, total bytes) of an active flow."""
+        return self._kernel.flow_progress(flow_id)
 
     def rng(self, *name: str) -> random.Random:
         """This actor's named random stream (survives crashes: it is the world's)."""
