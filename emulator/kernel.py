@@ -450,35 +450,11 @@ class Kernel:
                 slot.state = WAIT_RECV
                 slot.wait_reply = reply_to
                 if cmd.timeout_us is not None:
-                    slot.wait_token += 1
-                    slot.seq += 1
-                    heapq.heappush(
-                        self._heap,
-                        (
-                            self.now_us + cmd.timeout_us,
-                            slot.id,
-                            slot.seq,
-                            WAKE,
-                            slot,
-                            slot.wait_token,
-                        ),
-                    )
+                    self._wake_at(slot, self.now_us + cmd.timeout_us)
                 return
             if kind is Sleep:
                 slot.state = WAIT_SLEEP
-                slot.wait_token += 1
-                slot.seq += 1
-                heapq.heappush(
-                    self._heap,
-                    (
-                        self.now_us + max(0, cmd.delay_us),
-                        slot.id,
-                        slot.seq,
-                        WAKE,
-                        slot,
-                        slot.wait_token,
-                    ),
-                )
+                self._wake_at(slot, self.now_us + max(0, cmd.delay_us))
                 return
             if kind is StoreCall:
                 if self._store_pending is not None:
@@ -495,6 +471,13 @@ class Kernel:
             _close(coro)
             self._crashed_by_error(slot, exc)
             return
+
+    def _wake_at(self, slot: Slot, t_us: int) -> None:
+        # A wake-up is valid only while the actor still waits on the same park
+        # (same token); any resumption in between makes it stale.
+        slot.wait_token += 1
+        slot.seq += 1
+        heapq.heappush(self._heap, (t_us, slot.id, slot.seq, WAKE, slot, slot.wait_token))
 
     async def _drain_store(self) -> None:
         await self.tracer.settle()

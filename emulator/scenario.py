@@ -9,6 +9,7 @@ and the key path, which the CLI prints without a traceback (exit code 2).
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -17,8 +18,14 @@ import msgspec
 from msgspec import Meta
 
 from emulator.errors import ScenarioError
-from emulator.timeunits import DurationError, parse_duration_us
+from emulator.timeunits import DAY, DurationError, S, parse_duration_us
 from emulator.topology import iter_nodes
+
+# Limits on what a scenario may ask for. A duration beyond 100 years is a typo,
+# and would overflow SQLite's 64-bit integers (or float → int) further down.
+DURATION_US_MAX = 36_500 * DAY
+# Validation enumerates every node of the world; this keeps it to about a second.
+WORLD_MACHINES_MAX = 1_000_000
 
 
 class Duration(int):
@@ -33,10 +40,19 @@ def _dec_hook(type_: type, obj: Any) -> Any:
             value = parse_duration_us(obj)
         except DurationError as error:
             raise ValueError(str(error)) from None
+        except OverflowError:  # e.g. 1e308 seconds: float infinity after scaling
+            raise ValueError(
+                f"duration {obj!r} is too large (at most {DURATION_US_MAX // DAY}d)"
+            ) from None
         if value < 0:
             raise ValueError(f"a duration must not be negative, got {obj!r}")
+        if value > DURATION_US_MAX:
+            raise ValueError(f"duration {obj!r} is too large (at most {DURATION_US_MAX // DAY}d)")
         return Duration(value)
     raise NotImplementedError(f"no decoder for {type_}")
+
+
+_DURATION_DOC = "duration: seconds, or a string such as '250ms', '90s', '1h30m'"
 
 
 def _schema_hook(type_: type) -> dict[str, Any]:
@@ -44,9 +60,9 @@ def _schema_hook(type_: type) -> dict[str, Any]:
         return {
             "anyOf": [
                 {"type": "string", "pattern": r"^(\d+(\.\d+)?(us|ms|min|s|m|h|d))+$"},
-                {"type": "number", "minimum": 0},
+                {"type": "number", "minimum": 0, "maximum": DURATION_US_MAX // S},
             ],
-            "description": "duration: seconds, or a string such as '250ms', '90s', '1h30m'",
+            "description": _DURATION_DOC,
         }
     raise NotImplementedError
 
@@ -102,7 +118,8 @@ class ActorSpec(Spec, kw_only=True):
     kind: Name
     address: Name
     host: Name
-    start_at: Duration = Duration(0)
+    # Duration defaults are plain ints (µs): see scenario_json_schema.
+    start_at: Duration = 0
     params: dict[str, Any] = {}
 
 
@@ -188,10 +205,10 @@ class NemesisSpec(Spec, kw_only=True):
     """A seeded random fault schedule, always ending with a final heal."""
 
     enabled: bool = False
-    start: Duration = Duration(600_000_000)
+    start: Duration = 600_000_000
     heal_at: Duration | None = None
-    interval_mean: Duration = Duration(1_200_000_000)
-    duration_mean: Duration = Duration(300_000_000)
+    interval_mean: Duration = 1_200_000_000
+    duration_mean: Duration = 300_000_000
     actions: Annotated[list[NemesisAction], Meta(min_length=1)] = msgspec.field(
         default_factory=lambda: ["crash", "pause", "partition", "loss"]
     )
@@ -201,7 +218,7 @@ class NemesisSpec(Spec, kw_only=True):
 
 class KernelSpec(Spec, kw_only=True):
     yield_every_events: Annotated[int, Meta(ge=1, le=10_000_000)] = 2_000
-    restart_delay: Duration = Duration(1_000_000)
+    restart_delay: Duration = 1_000_000
     restarts_max: Annotated[int, Meta(ge=0)] = 1_000
     mailbox_len_max: Annotated[int, Meta(ge=1)] = 100_000
 
@@ -228,13 +245,25 @@ class Scenario(Spec, kw_only=True):
 
 
 # ---- loading -------------------------------------------------------------
+_FIELD_ERROR = re.compile(r"Object (contains unknown|missing required) field `(.*)`", re.S)
+
+
 def _path_of(error: msgspec.ValidationError) -> tuple[str, str]:
+    """(key path, message) of a msgspec error; an unknown or missing key is named
+    in the path itself (`network.bogus`), not only in the message."""
     text = str(error)
     marker = " - at `"
+    path = ""
+    message = text
     if marker in text:
-        message, _, rest = text.partition(marker)
-        return rest.rstrip("`").removeprefix("$.").removeprefix("$"), message
-    return "", text
+        # rpartition: the message may quote a key that contains the marker.
+        message, _, rest = text.rpartition(marker)
+        path = rest.removesuffix("`").removeprefix("$.").removeprefix("$")
+    field = _FIELD_ERROR.fullmatch(message)
+    if field is not None:
+        path = f"{path}.{field[2]}" if path else field[2]
+        message = "unknown key" if field[1] == "contains unknown" else "missing required key"
+    return path, message
 
 
 def decode_scenario(text: str, source: str) -> Scenario:
@@ -267,7 +296,19 @@ def load_scenario_file(path: str | Path) -> tuple[Scenario, str]:
 
 
 def scenario_json_schema() -> dict[str, Any]:
-    return msgspec.json.schema(Scenario, schema_hook=_schema_hook)
+    """JSON Schema of scenario files; duration defaults are shown in seconds.
+
+    Duration fields default to plain ints (µs) because msgspec cannot put an
+    int subclass into a schema; a bare number in a scenario means seconds, so
+    those defaults are converted here.
+    """
+    schema = msgspec.json.schema(Scenario, schema_hook=_schema_hook)
+    for struct in schema.get("$defs", {}).values():
+        for prop in struct.get("properties", {}).values():
+            default = prop.get("default")
+            if prop.get("description") == _DURATION_DOC and isinstance(default, int):
+                prop["default"] = default // S if default % S == 0 else default / S
+    return schema
 
 
 def decode_params(params_type: type[Any], raw: dict[str, Any], source: str, path: str) -> Any:
@@ -303,6 +344,11 @@ def check_references(scenario: Scenario, source: str) -> None:
             fail(f"world.regions[{i}].name", f"region name {name!r} must not contain '/' or spaces")
         if name in names[:i]:
             fail(f"world.regions[{i}].name", f"duplicate region {name!r}")
+    machines = sum(
+        r.datacenters * r.fault_domains * r.racks * r.machines for r in scenario.world.regions
+    )
+    if machines > WORLD_MACHINES_MAX:
+        fail("world.regions", f"{machines:,} machines; at most {WORLD_MACHINES_MAX:,}")
     regions, nodes, hosts = _nodes(scenario)
     net = scenario.network
     if net.cross_region_ms_min > net.cross_region_ms_max:

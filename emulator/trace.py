@@ -17,6 +17,8 @@ from typing import Any
 
 import msgspec
 
+from store.trace import TraceRow
+
 
 def _enc_hook(obj: Any) -> Any:
     # int subclasses such as scenario Durations are plain integers on the wire.
@@ -29,16 +31,8 @@ _ENCODER = msgspec.msgpack.Encoder(order="deterministic", enc_hook=_enc_hook)
 _DECODER = msgspec.msgpack.Decoder()
 
 
-class TraceEvent(msgspec.Struct, frozen=True):
-    """One decoded trace event, as online and offline checkers see it."""
-
-    seq: int
-    t_us: int
-    kind: str
-    src: str
-    dst: str
-    type: str
-    payload: Any
+# One decoded trace event, as online and offline checkers see it.
+TraceEvent = TraceRow
 
 
 def encode(obj: Any) -> bytes:
