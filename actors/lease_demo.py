@@ -138,10 +138,14 @@ class LeaseClient(Actor):
     async def tick(self, _: Tick) -> None:
         self.set_timer(self.params.every, Tick())
         self.op += 1
+        sent_us = self.now_us
         try:
             ack = await self.call(self.params.role, Request(self.op), self.params.timeout)
         except CallTimeout:
             self.timeouts += 1
+            self.metric("request_outcome", 0.0, outcome="timeout")
             return
         if ack.applied:
             self.acked += 1
+        self.metric("request_latency_ms", (self.now_us - sent_us) / 1000, applied=ack.applied)
+        self.metric("request_outcome", 1.0 if ack.applied else 0.0, outcome="ack")

@@ -168,5 +168,9 @@ class Actor:
         """Record a decision (bid, award, leadership...) in the trace."""
         self._kernel.trace_event("decision", self.address, "", type_, payload)
 
+    def metric(self, name: str, value: float, **labels: Any) -> None:
+        """Record a metric sample (reports plot these over emulated time)."""
+        self._kernel.metric(name, value, labels)
+
     def leader_of(self, role: str) -> str | None:
         return self._kernel.leader_of(role)

@@ -29,6 +29,8 @@ def _duration(text: str) -> int:
         value = parse_duration_us(text)
     except DurationError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+    except OverflowError:  # '999…9h' overflows float → int
+        raise argparse.ArgumentTypeError(f"too large: {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError("must not be negative")
     return value
@@ -150,7 +152,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
     text = json.dumps(scenario_json_schema(), indent=2, sort_keys=True)
     if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+        try:
+            args.out.write_text(text + "\n", encoding="utf-8")
+        except OSError as error:
+            raise BadInput(f"{args.out}: cannot write: {error.strerror or error}") from None
     else:
         print(text)
     return EXIT_OK
@@ -280,6 +285,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from emulator.replay import replay
 
     _open_run(args.db)
+    if args.t_from is not None and args.t_to is not None and args.t_from > args.t_to:
+        raise BadInput("--from must not be later than --to")
     return asyncio.run(
         replay(args.db, step=args.step, t_from=args.t_from, t_to=args.t_to, grep=args.grep)
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import json
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -121,6 +122,7 @@ class Kernel:
         store: Any = None,
         options: KernelOptions | None = None,
         pacer: Pacer | None = None,
+        metrics: Any = None,
     ) -> None:
         self.seed = seed
         self.rng = rng if rng is not None else RngStreams(seed)
@@ -129,6 +131,7 @@ class Kernel:
         self.store = store
         self.options = options or KernelOptions()
         self.pacer = pacer
+        self.metrics = metrics  # a store.trace.MetricWriter, or None to discard samples
         self.now_us = 0
         self.events = 0
         self.deliveries = 0
@@ -577,6 +580,18 @@ class Kernel:
     def trace_event(self, kind: str, src: str, dst: str, type_: str, payload: Any) -> int:
         return self.tracer.record(self.now_us, kind, src, dst, type_, payload)
 
+    def metric(self, name: str, value: float, labels: dict[str, Any] | None = None) -> None:
+        """Record a metric sample at the current emulated time."""
+        if self.metrics is not None:
+            text = json.dumps(labels, sort_keys=True, separators=(",", ":")) if labels else "{}"
+            self.metrics.rows.append((self.now_us, name, text, float(value)))
+
+    async def flush(self) -> None:
+        """Everything buffered (trace and metrics) reaches the store."""
+        await self.tracer.flush()
+        if self.metrics is not None:
+            await self.metrics.flush()
+
     def report_violation(self, invariant: str, message: str) -> None:
         seq = self.tracer.record(self.now_us, "violation", "", "", invariant, message)
         self.violations.append((seq, self.now_us, invariant, message))
@@ -622,6 +637,9 @@ class Kernel:
             countdown -= 1
             if countdown == 0:
                 countdown = yield_every
+                if self.metrics is not None and self.metrics.full():
+                    await tracer.settle()
+                    await self.metrics.flush()
                 if self.progress is not None:
                     self.progress(self)
                 await asyncio.sleep(0)

@@ -35,13 +35,27 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
-async def _events(
-    db: Path, t_from: int | None = None, t_to: int | None = None
-) -> AsyncIterator[TraceEvent]:
+async def _open_run(db: Path) -> Store:
+    """Open a run database that holds a run (its metadata row), or raise ScenarioError."""
     try:
         store = await Store.open(db)
     except StoreError as error:
         raise ScenarioError(str(db), "", str(error)) from None
+    try:
+        meta = await get_run_meta(store)
+    except BaseException:
+        await store.close()
+        raise
+    if meta is None:
+        await store.close()
+        raise ScenarioError(str(db), "", "no run metadata: not a finished or started run")
+    return store
+
+
+async def _events(
+    db: Path, t_from: int | None = None, t_to: int | None = None
+) -> AsyncIterator[TraceEvent]:
+    store = await _open_run(db)
     try:
         async for row in iter_trace(store, t_from_us=t_from, t_to_us=t_to):
             yield TraceEvent(row.seq, row.t_us, row.kind, row.src, row.dst, row.type, row.payload)
@@ -99,7 +113,12 @@ async def replay(
 
 # ---- export --------------------------------------------------------------
 async def export(db: Path, *, fmt: str, out: Path | None = None) -> int:
-    handle = out.open("w", encoding="utf-8") if out else sys.stdout
+    # Check the run database before creating (or truncating) the output file.
+    await (await _open_run(db)).close()
+    try:
+        handle = out.open("w", encoding="utf-8") if out else sys.stdout
+    except OSError as error:
+        raise ScenarioError(str(out), "", f"cannot write: {error.strerror or error}") from None
     try:
         if fmt == "jsonl":
             async for event in _events(db):
@@ -256,16 +275,12 @@ def _fault_key(payload: Any) -> Any:
 async def check(db: Path, out: TextIO | None = None) -> int:
     """Re-run the scenario's invariant checkers over the recorded trace."""
     out = out or sys.stdout
-    try:
-        store = await Store.open(db)
-    except StoreError as error:
-        raise ScenarioError(str(db), "", str(error)) from None
+    store = await _open_run(db)
     try:
         meta = await get_run_meta(store)
     finally:
         await store.close()
-    if meta is None:
-        raise ScenarioError(str(db), "", "no run metadata: not a finished or started run")
+    assert meta is not None  # _open_run checked
     scenario = decode_scenario(meta.scenario_text, f"{db} (stored scenario)")
     checkers = make_checkers(scenario.invariants.enabled)
     events = [e async for e in _events(db)]

@@ -32,7 +32,7 @@ from emulator.scenario import Scenario, decode_params
 from emulator.trace import Tracer
 from store import Store
 from store.runs import RunMeta, finish_run, put_run_meta, record_violation
-from store.trace import TraceWriter
+from store.trace import MetricWriter, TraceWriter
 
 
 def package_version() -> str:
@@ -159,6 +159,7 @@ async def execute(
                 stop_on_violation=scenario.invariants.stop_on_violation,
             ),
             pacer=Pacer(speed) if speed is not None else None,
+            metrics=MetricWriter(store),
         )
         kernel.progress = progress
         checking = OnlineChecking(kernel, make_checkers(scenario.invariants.enabled))
@@ -226,8 +227,8 @@ async def execute(
 async def _finish(
     store: Store, tracer: Tracer, kernel: Kernel, status: str, trace_hash: str
 ) -> None:
-    """Persist what the run produced: buffered trace rows, violations, the status."""
-    await tracer.flush()
+    """Persist what the run produced: buffered trace and metrics, violations, the status."""
+    await kernel.flush()
     for seq, t_us, invariant, message in kernel.violations:
         await record_violation(store, seq, t_us, invariant, message)
     await finish_run(

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import AsyncIterator, Iterable
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any
 
 import msgspec
 
 from store.db import Store
 
 MetricTuple = tuple[int, str, str, float]
-R = TypeVar("R", bound=tuple[Any, ...])
 
 _DECODER = msgspec.msgpack.Decoder()
 
@@ -147,43 +146,35 @@ async def count_trace(store: Store) -> int:
     return int(row[0]) if row else 0
 
 
-class _BufferedWriter(Generic[R]):
-    """Rows appended to `self.rows`, written by `flush` in one transaction."""
+class MetricWriter:
+    """Buffers metric samples `(t_us, name, labels_json, value)` in `rows`.
 
-    INSERT: ClassVar[str]
+    `flush` writes them with one `executemany` in one transaction; rows
+    appended while a flush is in flight stay buffered.
+    """
+
+    INSERT = "INSERT INTO metrics (t_us, name, labels, value) VALUES (?, ?, ?, ?)"
 
     def __init__(self, store: Store, batch_size: int = 1000) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.store = store
         self.batch_size = batch_size
-        # Public and never rebound: the kernel may keep a reference to it.
-        self.rows: list[R] = []
+        self.rows: list[MetricTuple] = []
         self.written = 0
 
     def full(self) -> bool:
-        """True once at least `batch_size` rows wait to be flushed."""
         return len(self.rows) >= self.batch_size
 
     async def flush(self) -> None:
-        """Write every buffered row in one transaction; no-op if none."""
         n = len(self.rows)
         if n == 0:
             return
-        # Snapshot: the list must not change while aiosqlite's thread reads it.
         batch = self.rows[:n]
         async with self.store.transaction() as conn:
             await conn.executemany(self.INSERT, batch)
-        # Only after COMMIT, and only what was written: rows appended while
-        # the flush was in flight stay buffered.
         del self.rows[:n]
         self.written += n
-
-
-class MetricWriter(_BufferedWriter[MetricTuple]):
-    """Buffers metric samples `(t_us, name, labels_json, value)`."""
-
-    INSERT = "INSERT INTO metrics (t_us, name, labels, value) VALUES (?, ?, ?, ?)"
 
 
 async def read_metrics(store: Store, name: str) -> list[tuple[int, str, float]]:

@@ -330,3 +330,30 @@ def test_timers_fire_in_order_and_cancelled_timers_do_not() -> None:
     spawn(k, Clock, "clock", "east/ctl0")
     run(k, 10 * S)
     assert fired == [(500 * MS, "slept"), (1 * S, "a"), (2 * S, "b"), (3 * S, "c")]
+
+
+def test_metric_samples_reach_the_store_with_their_emulated_time(tmp_path: Path) -> None:
+    from store.trace import MetricWriter, read_metrics
+
+    class Gauge(Actor):
+        kind = "test-gauge"
+
+        async def on_start(self) -> None:
+            for i in range(3):
+                await self.sleep(S)
+                self.metric("queue_len", i * 1.5, region="east")
+
+    async def scenario() -> list[tuple[int, str, float]]:
+        async with Store.open_ctx(tmp_path / "run.db") as store:
+            k = make_kernel(store=store)
+            k.metrics = MetricWriter(store)
+            spawn(k, Gauge, "g", "east/ctl0")
+            await k.run(10 * S)
+            await k.flush()
+            return await read_metrics(store, "queue_len")
+
+    assert asyncio.run(scenario()) == [
+        (1 * S, '{"region":"east"}', 0.0),
+        (2 * S, '{"region":"east"}', 1.5),
+        (3 * S, '{"region":"east"}', 3.0),
+    ]
