@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,6 +18,8 @@ from typing import Any
 
 from emulator.errors import ScenarioError
 from emulator.timeunits import DurationError, format_us, parse_duration_us
+from store import StoreError
+from store.migrations import APPLICATION_ID
 
 EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -126,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ScenarioError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except BadInput as error:
+    except (BadInput, StoreError) as error:
+        # StoreError: a run database that cannot be opened or written (bad --out).
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
@@ -184,6 +189,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = plan_run(scenario, text, source)
     seed = scenario.seed if args.seed is None else args.seed
     out = args.out or Path("runs") / f"{scenario.name}-{seed}.db"
+    _check_replaceable(out)
     print(f"scenario: {scenario.name}  seed: {seed}  out: {out}")
     end_us = (
         int(scenario.duration) if args.until is None else min(args.until, int(scenario.duration))
@@ -205,6 +211,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     if result.status == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_VIOLATION if result.violations else EXIT_OK
+
+
+def _check_replaceable(out: Path) -> None:
+    """A run deletes the file at `out` first: refuse unless it is an old run database."""
+    if out.is_dir():
+        raise BadInput(f"{out}: is a directory, not a run database")
+    if not out.is_file() or out.stat().st_size == 0:
+        return
+    app_id = None
+    # Read-only, and through SQLite itself: a killed run's header lives in its WAL.
+    with contextlib.suppress(sqlite3.Error):
+        uri = out.resolve().as_uri() + "?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    if app_id != APPLICATION_ID:
+        raise BadInput(f"{out}: exists and is not a mastemu run database; not replacing it")
 
 
 class _progress:
@@ -252,11 +274,14 @@ class _progress:
 
 
 def _print_summary(result: Any, ref: str) -> None:
-    rate = result.events / result.wall_s if result.wall_s > 0 else 0.0
+    # "events" are trace events, as replay/check/export count them; "steps" are
+    # the kernel's heap events (a delivery is one of each; a store write only a trace event).
+    rate = result.trace_events / result.wall_s if result.wall_s > 0 else 0.0
     rows = [
         ("status", result.status),
         ("emulated", format_us(result.end_t_us)),
-        ("events", f"{result.events:,} ({rate:,.0f}/s wall)"),
+        ("events", f"{result.trace_events:,} ({rate:,.0f}/s wall)"),
+        ("kernel steps", f"{result.events:,}"),
         ("deliveries", f"{result.deliveries:,}"),
         ("drops", f"{result.drops:,}"),
         ("crashes", f"{result.crashes:,}"),

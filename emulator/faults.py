@@ -106,7 +106,8 @@ class FaultInjector:
             else:
                 rule = net.add_rule(pair, delay_us=round(fault.extra_ms * MS))
                 action, detail = "delay", fault.extra_ms
-            self._trace("start", action, {"between": list(pair) if pair else None, "value": detail})
+            between = list(pair) if pair else None
+            self._trace("start", action, {"between": between, "value": detail, "rule": rule})
             self.windows.append((now, now + fault.duration, f"{action} {pair or 'all'}"))
             k.at(now + fault.duration, self._end_rule, rule, action)
         elif isinstance(fault, DownFault):

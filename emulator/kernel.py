@@ -163,6 +163,9 @@ class Kernel:
         self._seq += 1
         heapq.heappush(self._heap, (t_us, KERNEL_ID, self._seq, CALL, fn, args))
 
+    def _stopping(self) -> bool:
+        return self.stop_reason is not None
+
     def request_stop(self, reason: str) -> None:
         """Stop at the next event boundary (Ctrl-C, a violation with stop_on_violation)."""
         if self.stop_reason is None:
@@ -616,7 +619,10 @@ class Kernel:
             pop(heap)
             if t != self.now_us:
                 if pacer is not None:
-                    await pacer.wait_until(t)
+                    await pacer.wait_until(t, self._stopping)
+                    if self.stop_reason is not None:
+                        heapq.heappush(heap, ev)  # not handled: it stays for a resume
+                        break
                 self.now_us = t
             code = ev[3]
             if code == DELIVER:
@@ -648,8 +654,9 @@ class Kernel:
                 await asyncio.sleep(0)
         if self.stop_reason is None and self.now_us < until_us:
             if pacer is not None:
-                await pacer.wait_until(until_us)
-            self.now_us = until_us
+                await pacer.wait_until(until_us, self._stopping)
+            if self.stop_reason is None:
+                self.now_us = until_us
 
     def stop_all(self) -> None:
         """End of run: give live actors their `on_stop` (synchronous, no awaits)."""

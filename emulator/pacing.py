@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 
 class Pacer:
@@ -26,10 +27,15 @@ class Pacer:
         self.wall0 = time.monotonic()
         self.lag_s_max = 0.0
 
-    async def wait_until(self, t_us: int) -> None:
+    # A long wait is taken in slices so a stop request (Ctrl-C) is seen promptly.
+    slice_s = 0.1
+
+    async def wait_until(self, t_us: int, stopping: Callable[[], bool] = lambda: False) -> None:
         target = self.wall0 + (t_us - self.t0_us) / 1e6 / self.speed
         delay = target - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        elif -delay > self.lag_s_max:
-            self.lag_s_max = -delay
+        if delay <= 0:
+            self.lag_s_max = max(self.lag_s_max, -delay)
+            return
+        while delay > 0 and not stopping():
+            await asyncio.sleep(min(delay, self.slice_s))
+            delay = target - time.monotonic()

@@ -42,13 +42,11 @@ async def _open_run(db: Path) -> Store:
     except StoreError as error:
         raise ScenarioError(str(db), "", str(error)) from None
     try:
-        meta = await get_run_meta(store)
+        if await get_run_meta(store) is None:
+            raise ScenarioError(str(db), "", "no run metadata: not a finished or started run")
     except BaseException:
         await store.close()
         raise
-    if meta is None:
-        await store.close()
-        raise ScenarioError(str(db), "", "no run metadata: not a finished or started run")
     return store
 
 
@@ -147,8 +145,19 @@ def chrome_events(events: list[TraceEvent]) -> Iterator[dict[str, Any]]:
         return tids[name]
 
     body: list[dict[str, Any]] = []
-    open_faults: dict[str, tuple[int, str]] = {}
+    # (action, identity) → (start, slice name) of fault windows not yet ended.
+    open_faults: dict[tuple[str, str], tuple[int, str]] = {}
+    rules_started = 0
     end_t = events[-1].t_us if events else 0
+
+    def close(key: tuple[str, str], t_us: int) -> None:
+        opened = open_faults.pop(key, None)
+        if opened is not None:
+            t0, name = opened
+            body.append(
+                {"ph": "X", "name": name, "pid": 1, "tid": 1, "ts": t0, "dur": max(1, t_us - t0)}
+            )
+
     for e in events:
         if e.kind == "deliver" and isinstance(e.payload, dict):
             sent = int(e.payload.get("sent_us", e.t_us))
@@ -198,41 +207,38 @@ def chrome_events(events: list[TraceEvent]) -> Iterator[dict[str, Any]]:
                 }
             )
         elif e.kind == "fault":
-            action, _, phase = e.type.rpartition(".")
-            key = f"{action} {_JSON.encode(_fault_key(e.payload)).decode()}"
-            if phase == "start":
-                open_faults[key] = (e.t_us, action)
-                if action in ("restart",):
-                    body.append(
-                        {"ph": "i", "name": key, "pid": 1, "tid": 1, "ts": e.t_us, "s": "t"}
-                    )
+            if "." in e.type:
+                action, _, phase = e.type.rpartition(".")
+                payload = e.payload
+            else:  # the kernel's own `down`/`up` of a node (named in dst)
+                action, payload = "down", {"node": e.dst}
+                phase = "start" if e.type == "down" else "end"
+            ident = _JSON.encode(_fault_key(payload)).decode()
+            name = f"{action} {ident}"
+            if action in _LINK_RULES:
+                # An end names only the rule id; starts get ids in the order
+                # Network.add_rule hands them out (the injector is its only caller).
+                if phase == "start":
+                    rules_started += 1
+                    rule = payload.get("rule") if isinstance(payload, dict) else None
+                    ident = str(rule if rule is not None else rules_started)
+                else:
+                    ident = _JSON.encode(payload.get("rule")).decode()
+            if action == "restart":
+                body.append({"ph": "i", "name": name, "pid": 1, "tid": 1, "ts": e.t_us, "s": "t"})
+            elif phase == "start":
+                open_faults[(action, ident)] = (e.t_us, name)
             elif action in ("heal", "final-heal"):
-                for k, (t0, _) in sorted(open_faults.items()):
-                    if k.startswith("partition") or k.split()[0] in ("loss", "duplicate", "delay"):
-                        body.append(
-                            {
-                                "ph": "X",
-                                "name": k,
-                                "pid": 1,
-                                "tid": 1,
-                                "ts": t0,
-                                "dur": max(1, e.t_us - t0),
-                            }
-                        )
-                        del open_faults[k]
-            elif key in open_faults:
-                t0, _ = open_faults.pop(key)
-                body.append(
-                    {
-                        "ph": "X",
-                        "name": key,
-                        "pid": 1,
-                        "tid": 1,
-                        "ts": t0,
-                        "dur": max(1, e.t_us - t0),
-                    }
-                )
-        elif e.kind in ("crash", "restart", "start", "pause", "drop", "violation", "decision"):
+                for key in sorted(open_faults):
+                    if key[0] == "partition" or key[0] in _LINK_RULES:
+                        close(key, e.t_us)
+            else:
+                close((action, ident), e.t_us)
+        elif e.kind in ("unpause", "crash"):
+            # A pause has no `pause.end`: it ends when the kernel unfreezes the
+            # actor (or when the actor crashes, which cancels the unfreeze).
+            close(("pause", _JSON.encode(e.dst).decode()), e.t_us)
+        if e.kind in ("crash", "restart", "start", "pause", "drop", "violation", "decision"):
             track = e.dst or e.src or "kernel"
             body.append(
                 {
@@ -245,10 +251,8 @@ def chrome_events(events: list[TraceEvent]) -> Iterator[dict[str, Any]]:
                     "args": {"payload": _jsonable(_message_of(e))},
                 }
             )
-    for key, (t0, _) in sorted(open_faults.items()):
-        body.append(
-            {"ph": "X", "name": key, "pid": 1, "tid": 1, "ts": t0, "dur": max(1, end_t - t0)}
-        )
+    for key in sorted(open_faults):
+        close(key, end_t)
     yield {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "mastemu"}}
     for name, number in sorted(tids.items(), key=lambda kv: kv[1]):
         yield {"ph": "M", "name": "thread_name", "pid": 1, "tid": number, "args": {"name": name}}
@@ -260,6 +264,9 @@ def chrome_events(events: list[TraceEvent]) -> Iterator[dict[str, Any]]:
             "args": {"sort_index": number},
         }
     yield from body
+
+
+_LINK_RULES = ("loss", "duplicate", "delay")
 
 
 def _fault_key(payload: Any) -> Any:

@@ -9,6 +9,7 @@ and the key path, which the CLI prints without a traceback (exit code 2).
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -245,6 +246,7 @@ class Scenario(Spec, kw_only=True):
 
 
 # ---- loading -------------------------------------------------------------
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _FIELD_ERROR = re.compile(r"Object (contains unknown|missing required) field `(.*)`", re.S)
 
 
@@ -261,7 +263,9 @@ def _path_of(error: msgspec.ValidationError) -> tuple[str, str]:
         path = rest.removesuffix("`").removeprefix("$.").removeprefix("$")
     field = _FIELD_ERROR.fullmatch(message)
     if field is not None:
-        path = f"{path}.{field[2]}" if path else field[2]
+        # A key that is not bare in TOML is quoted, as it is written in the file.
+        key = field[2] if _BARE_KEY.fullmatch(field[2]) else json.dumps(field[2])
+        path = f"{path}.{key}" if path else key
         message = "unknown key" if field[1] == "contains unknown" else "missing required key"
     return path, message
 
