@@ -85,14 +85,22 @@ class FaultInjector:
                 k.pause(actor, fault.duration)
                 self.windows.append((now, now + fault.duration, f"pause {actor}"))
         elif isinstance(fault, PartitionFault):
-            a, b = fault.regions
-            net.partition(a, b, True, now)
-            k.flows_changed()
-            self._trace("start", "partition", {"regions": [a, b]})
             end = now + fault.duration if fault.duration is not None else None
-            self.windows.append((now, end, f"partition {a}|{b}"))
-            if end is not None:
-                k.at(end, self._heal_pair, a, b)
+            if fault.regions is not None:
+                a, b = fault.regions
+                net.partition(a, b, True, now)
+                k.flows_changed()
+                self._trace("start", "partition", {"regions": [a, b]})
+                self.windows.append((now, end, f"partition {a}|{b}"))
+                if end is not None:
+                    k.at(end, self._heal_pair, a, b)
+            elif fault.hosts is not None:
+                a, b = fault.hosts
+                net.partition_hosts(a, b, True)
+                self._trace("start", "partition", {"hosts": [a, b]})
+                self.windows.append((now, end, f"partition {a}|{b}"))
+                if end is not None:
+                    k.at(end, self._heal_hosts, a, b)
         elif isinstance(fault, HealFault):
             self.heal()
         elif isinstance(fault, LossFault | DuplicateFault | DelayFault):
@@ -123,6 +131,10 @@ class FaultInjector:
         if self.kernel.network.partition(a, b, False, self.kernel.now_us):
             self.kernel.flows_changed()
             self._trace("end", "partition", {"regions": [a, b]})
+
+    def _heal_hosts(self, a: str, b: str) -> None:
+        self.kernel.network.partition_hosts(a, b, False)
+        self._trace("end", "partition", {"hosts": [a, b]})
 
     def _end_rule(self, rule: int, action: str) -> None:
         self.kernel.network.remove_rule(rule)

@@ -147,7 +147,6 @@ def chrome_events(events: list[TraceEvent]) -> Iterator[dict[str, Any]]:
     body: list[dict[str, Any]] = []
     # (action, identity) → (start, slice name) of fault windows not yet ended.
     open_faults: dict[tuple[str, str], tuple[int, str]] = {}
-    rules_started = 0
     end_t = events[-1].t_us if events else 0
 
     def close(key: tuple[str, str], t_us: int) -> None:
@@ -216,14 +215,8 @@ def chrome_events(events: list[TraceEvent]) -> Iterator[dict[str, Any]]:
             ident = _JSON.encode(_fault_key(payload)).decode()
             name = f"{action} {ident}"
             if action in _LINK_RULES:
-                # An end names only the rule id; starts get ids in the order
-                # Network.add_rule hands them out (the injector is its only caller).
-                if phase == "start":
-                    rules_started += 1
-                    rule = payload.get("rule") if isinstance(payload, dict) else None
-                    ident = str(rule if rule is not None else rules_started)
-                else:
-                    ident = _JSON.encode(payload.get("rule")).decode()
+                # Loss/duplicate/delay windows are matched by their rule id.
+                ident = _JSON.encode(payload.get("rule")).decode()
             if action == "restart":
                 body.append({"ph": "i", "name": name, "pid": 1, "tid": 1, "ts": e.t_us, "s": "t"})
             elif phase == "start":
@@ -272,7 +265,7 @@ _LINK_RULES = ("loss", "duplicate", "delay")
 def _fault_key(payload: Any) -> Any:
     """What identifies a fault window across its start and end events."""
     if isinstance(payload, dict):
-        for key in ("regions", "actor", "rule", "node"):
+        for key in ("regions", "hosts", "actor", "rule", "node"):
             if key in payload:
                 return payload[key]
     return payload

@@ -148,9 +148,13 @@ class PauseFault(FaultBase, tag="pause", kw_only=True):
 
 
 class PartitionFault(FaultBase, tag="partition", kw_only=True):
-    """Cut the WAN between two regions (both ways); heal after `duration` if given."""
+    """Cut the link between two regions, or between two hosts (both ways).
 
-    regions: Annotated[list[Name], Meta(min_length=2, max_length=2)]
+    Exactly one of `regions` and `hosts` is given; heal after `duration` if given.
+    """
+
+    regions: Annotated[list[Name], Meta(min_length=2, max_length=2)] | None = None
+    hosts: Annotated[list[Name], Meta(min_length=2, max_length=2)] | None = None
     duration: Duration | None = None
 
 
@@ -384,6 +388,14 @@ def check_references(scenario: Scenario, source: str) -> None:
         pair = getattr(fault, "regions", None) or getattr(fault, "between", None)
         if pair is not None and pair[0] == pair[1]:
             fail(f"{where}", "needs two different regions")
+        if isinstance(fault, PartitionFault):
+            if (fault.regions is None) == (fault.hosts is None):
+                fail(where, "a partition names exactly one of `regions` or `hosts`")
+            for j, host in enumerate(fault.hosts or ()):
+                if host not in hosts:
+                    fail(f"{where}.hosts[{j}]", f"unknown host {host!r}")
+            if fault.hosts is not None and fault.hosts[0] == fault.hosts[1]:
+                fail(where, "needs two different hosts")
         node = getattr(fault, "node", None)
         if node is not None and node not in nodes:
             fail(f"{where}.node", f"unknown node {node!r}")

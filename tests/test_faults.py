@@ -143,3 +143,22 @@ def test_leader_of_role_targets_whoever_holds_the_lease_at_that_instant(tmp_path
         e for e in events if e.kind == "fault" and e.payload.get("target") == "leader of nobody"
     ]
     assert len(nobody) == 1 and nobody[0].payload["actor"] is None
+
+
+def test_a_link_partition_cuts_one_host_pair_both_ways_and_nothing_else() -> None:
+    from emulator.scenario import PartitionFault as Cut
+
+    k = make_kernel()
+    drops = record(k, "drop")
+    spawn(k, Beater, "a", "east/ctl0", "b")
+    spawn(k, Beater, "b", "west/ctl0", "a")
+    spawn(k, Beater, "c", "east/ctl1", "b")  # same regions, another host: unaffected
+    FaultInjector(k).schedule(
+        [Cut(at=Duration(S), hosts=["east/ctl0", "west/ctl0"], duration=Duration(2 * S))]
+    )
+    asyncio.run(k.run(5 * S))
+    cut = [d for d in drops if d.payload[0] == "partition"]
+    assert {d.src for d in cut} == {"a", "b"}
+    assert all(S <= d.t_us < 3 * S for d in cut) and len(cut) >= 38
+    got_b = k.instance("b").got  # type: ignore[union-attr]
+    assert [t for t, _ in got_b if S + 200 * MS < t < 3 * S]  # c's beats still arrive

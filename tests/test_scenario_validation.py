@@ -167,6 +167,21 @@ BAD_FILES = [
         "two different regions",
     ),
     (
+        "partition-of-regions-and-hosts",
+        edit(
+            'duration = "30m"',
+            'duration = "30m"\nhosts = ["us-east/ctl0", "eu-west/ctl0"]',
+        ),
+        "faults[1]",
+        "exactly one of `regions` or `hosts`",
+    ),
+    (
+        "partition-host-unknown",
+        edit('regions = ["us-east", "eu-west"]', 'hosts = ["us-east/ctl0", "venus/ctl0"]'),
+        "faults[1].hosts[1]",
+        "unknown host 'venus/ctl0'",
+    ),
+    (
         "region-pair-region-unknown",
         edit(PAIR_US_EU, '{ a = "pluto", b = "eu-west", latency_ms = 80 }'),
         "network.region_pairs[0].a",
