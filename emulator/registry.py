@@ -8,12 +8,48 @@ or a test calls `load_plugins()`.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+import msgspec
 
 from emulator.actor import Actor
+from emulator.scenario import RegionSpec
+
+
+@dataclass
+class SystemBuild:
+    """What a system contributes to one run (see `System.build`)."""
+
+    actors: list[tuple[str, str, int, Callable[[], Actor]]]
+    roles: list[str]
+    setup: Callable[[Any], Awaitable[None]]  # seeds the run's store before the first event
+    hardware_watchers: tuple[str, ...] = ()
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+class System(Protocol):
+    """An emulated system a scenario names with `[system] kind = "..."`.
+
+    `regions` and `addresses` are static (validation needs them before a
+    seed is chosen); `build` is a pure function of the params and the seed.
+    """
+
+    kind: ClassVar[str]
+    Params: ClassVar[type[msgspec.Struct]]
+
+    def regions(self, params: Any) -> list[RegionSpec]: ...
+
+    def addresses(self, params: Any) -> list[str]: ...
+
+    def build(self, params: Any, seed: int, duration_us: int) -> SystemBuild: ...
+
 
 ACTOR_KINDS: dict[str, type[Actor]] = {}
+SYSTEMS: dict[str, System] = {}
 SCENARIO_DIRS: list[Path] = []
 _loaded = False
 
@@ -24,6 +60,10 @@ def register_actor(cls: type[Actor]) -> type[Actor]:
         raise ValueError(f"actor kind {cls.kind!r} registered twice")
     ACTOR_KINDS[cls.kind] = cls
     return cls
+
+
+def register_system(system: System) -> None:
+    SYSTEMS[system.kind] = system
 
 
 def register_scenario_dir(path: Path) -> None:

@@ -19,6 +19,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from emulator.actor import Actor
 from emulator.errors import ScenarioError
 from emulator.faults import FaultInjector, nemesis_schedule
@@ -26,9 +28,9 @@ from emulator.invariants import OnlineChecking, make_checkers
 from emulator.kernel import Kernel, KernelOptions
 from emulator.network import build_network
 from emulator.pacing import Pacer
-from emulator.registry import ACTOR_KINDS, load_plugins
+from emulator.registry import ACTOR_KINDS, SYSTEMS, System, load_plugins
 from emulator.rng import RngStreams
-from emulator.scenario import Scenario, decode_params
+from emulator.scenario import Scenario, WorldSpec, check_references, decode_params
 from emulator.trace import Tracer
 from store import Store
 from store.runs import RunMeta, finish_run, put_run_meta, record_violation
@@ -72,11 +74,17 @@ class Plan:
     source: str
     actors: list[tuple[str, str, int, Callable[[], Actor]]]
     roles: list[str]
+    system: System | None = None
+    system_params: Any = None
 
 
 def plan_run(scenario: Scenario, text: str, source: str) -> Plan:
-    """Resolve actor kinds, parameters and invariant names; raise ScenarioError if wrong."""
+    """Resolve the system, actor kinds, parameters and invariant names.
+
+    Raises ScenarioError naming the key path if anything is wrong.
+    """
     load_plugins()
+    system, system_params, scenario = _plan_system(scenario, source)
     actors = []
     roles: set[str] = set()
     for i, spec in enumerate(scenario.actors):
@@ -102,7 +110,26 @@ def plan_run(scenario: Scenario, text: str, source: str) -> Plan:
             raise ScenarioError(
                 source, f"invariants.enabled[{i}]", f"unknown invariant {name!r}"
             ) from None
-    return Plan(scenario, text, source, actors, sorted(roles))
+    return Plan(scenario, text, source, actors, sorted(roles), system, system_params)
+
+
+def _plan_system(scenario: Scenario, source: str) -> tuple[System | None, Any, Scenario]:
+    """Validate `[system]` and give the scenario the system's regions as its world."""
+    if not scenario.system:
+        return None, None, scenario
+    raw = dict(scenario.system)
+    kind = raw.pop("kind")
+    system = SYSTEMS.get(kind)
+    if system is None:
+        known = ", ".join(sorted(SYSTEMS)) or "none"
+        raise ScenarioError(source, "system.kind", f"unknown system {kind!r} ({known})")
+    params = decode_params(system.Params, raw, source, "system")
+    regions = system.regions(params)
+    if scenario.world is not None:
+        regions = regions + list(scenario.world.regions)
+    scenario = msgspec.structs.replace(scenario, world=WorldSpec(regions=regions))
+    check_references(scenario, source, system.addresses(params))
+    return system, params, scenario
 
 
 def _factory(cls: type[Actor], address: str, params: Any) -> Callable[[], Actor]:
@@ -164,8 +191,16 @@ async def execute(
         kernel.progress = progress
         checking = OnlineChecking(kernel, make_checkers(scenario.invariants.enabled))
         tracer.record(0, "run", "", "", "start", {"scenario": scenario.name, "seed": seed})
+        roles = list(plan.roles)
         for address, host, start_us, factory in plan.actors:
             kernel.spawn(address, host, factory, at_us=start_us)
+        if plan.system is not None:
+            build = plan.system.build(plan.system_params, seed, int(scenario.duration))
+            await build.setup(store)
+            for address, host, start_us, factory in build.actors:
+                kernel.spawn(address, host, factory, at_us=start_us)
+            kernel.hardware_watchers = build.hardware_watchers
+            roles += build.roles
         injector = FaultInjector(kernel)
         injector.schedule(list(scenario.faults))
         if scenario.nemesis.enabled:
@@ -174,7 +209,7 @@ async def execute(
                 rng.stream("faults"),
                 run_us=int(scenario.duration),
                 actors=[a for a, *_ in plan.actors],
-                roles=plan.roles,
+                roles=sorted(set(roles)),
                 regions=network.topology.regions,
                 nodes=sorted(network.topology.machines),
             )

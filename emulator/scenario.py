@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -240,7 +241,8 @@ class Scenario(Spec, kw_only=True):
     duration: Duration
     description: str = ""
     seed: Annotated[int, Meta(ge=0, le=2**63 - 1)] = 1
-    world: WorldSpec
+    world: WorldSpec | None = None
+    system: dict[str, Any] = {}
     network: NetworkSpec = NetworkSpec()
     kernel: KernelSpec = KernelSpec()
     actors: list[ActorSpec] = []
@@ -289,6 +291,15 @@ def convert_scenario(raw: Any, source: str) -> Scenario:
     except msgspec.ValidationError as error:
         path, message = _path_of(error)
         raise ScenarioError(source, path, message) from None
+    if scenario.system:
+        if not isinstance(scenario.system.get("kind"), str):
+            raise ScenarioError(
+                source, "system.kind", "missing: the system to emulate, e.g. 'mast'"
+            )
+        # The system contributes regions and actors: checked when the run is planned.
+        return scenario
+    if scenario.world is None:
+        raise ScenarioError(source, "world", "missing required key (or name a [system])")
     check_references(scenario, source)
     return scenario
 
@@ -340,8 +351,12 @@ def _nodes(scenario: Scenario) -> tuple[set[str], set[str], set[str]]:
     return {r.name for r in scenario.world.regions}, nodes, hosts
 
 
-def check_references(scenario: Scenario, source: str) -> None:
-    """Dangling references and cross-field rules that a type cannot express."""
+def check_references(scenario: Scenario, source: str, system_addresses: Iterable[str] = ()) -> None:
+    """Dangling references and cross-field rules that a type cannot express.
+
+    `system_addresses` are the actors a system contributes (valid fault targets).
+    """
+    assert scenario.world is not None
 
     def fail(path: str, message: str) -> None:
         raise ScenarioError(source, path, message)
@@ -367,7 +382,7 @@ def check_references(scenario: Scenario, source: str) -> None:
                 fail(f"network.region_pairs[{i}].{key}", f"unknown region {getattr(pair, key)!r}")
         if pair.a == pair.b:
             fail(f"network.region_pairs[{i}]", "a region pair needs two different regions")
-    addresses: set[str] = set()
+    addresses: set[str] = set(system_addresses)
     for i, actor in enumerate(scenario.actors):
         if actor.address in addresses:
             fail(f"actors[{i}].address", f"duplicate actor address {actor.address!r}")

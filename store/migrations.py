@@ -98,6 +98,113 @@ CREATE TABLE violations (
 );
 """
 
-MIGRATIONS: list[str] = [_V1]
+# MAST's shared replicated database: the global job queue, the fleet, the
+# data catalog. Specs are msgpack-encoded records (store/records.py); columns
+# hold what queries filter or sort on.
+_V2 = """
+CREATE TABLE tenants (
+    name       TEXT PRIMARY KEY,
+    priority   INTEGER NOT NULL,
+    gpu_quota  INTEGER NOT NULL,
+    cpu_quota  INTEGER NOT NULL
+);
+
+-- The global job queue. `state` is the workload's one state at any time
+-- (invariant 8); `version` is bumped by every change, for compare-and-set.
+CREATE TABLE workloads (
+    id            TEXT PRIMARY KEY,
+    tenant        TEXT    NOT NULL,
+    spec          BLOB    NOT NULL,
+    state         TEXT    NOT NULL CHECK (state IN ('PENDING', 'WAITING', 'WAITING_DATA',
+                      'DISPATCHING', 'RUNNING', 'DONE', 'FAILED')),
+    submitted_us  INTEGER NOT NULL,
+    queued_us     INTEGER NOT NULL,
+    priority      INTEGER NOT NULL,
+    credit        REAL    NOT NULL DEFAULT 0,
+    within_quota  INTEGER NOT NULL DEFAULT 0,
+    region        TEXT,
+    auction_id    INTEGER,
+    gms_epoch     INTEGER,
+    attempts      INTEGER NOT NULL DEFAULT 0,
+    preemptions   INTEGER NOT NULL DEFAULT 0,
+    started_us    INTEGER,
+    finished_us   INTEGER,
+    version       INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX workloads_state ON workloads (state);
+
+CREATE TABLE auctions (
+    id          INTEGER PRIMARY KEY,
+    workload_id TEXT    NOT NULL,
+    gms_epoch   INTEGER NOT NULL,
+    opened_us   INTEGER NOT NULL,
+    closed_us   INTEGER,
+    outcome     TEXT,
+    winner      TEXT
+);
+
+CREATE TABLE clusters (
+    id        TEXT PRIMARY KEY,
+    region    TEXT    NOT NULL,
+    ml        INTEGER NOT NULL,
+    intended  INTEGER NOT NULL
+);
+
+CREATE TABLE machines (
+    host          TEXT PRIMARY KEY,
+    region        TEXT    NOT NULL,
+    rack          TEXT    NOT NULL,
+    fault_domain  TEXT    NOT NULL,
+    gpu_type      TEXT,
+    gpus          INTEGER NOT NULL,
+    cpu_cores     INTEGER NOT NULL,
+    memory_gb     INTEGER NOT NULL,
+    cluster       TEXT,
+    healthy       INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX machines_cluster ON machines (cluster);
+
+-- A job placed in a cluster: its attempt, state and saved progress.
+CREATE TABLE jobs (
+    workload_id    TEXT    NOT NULL,
+    job            TEXT    NOT NULL,
+    cluster        TEXT,
+    attempt        INTEGER NOT NULL DEFAULT 0,
+    state          TEXT    NOT NULL,
+    priority       INTEGER NOT NULL,
+    checkpoint_us  INTEGER NOT NULL DEFAULT 0,
+    started_us     INTEGER,
+    cm_epoch       INTEGER,
+    PRIMARY KEY (workload_id, job)
+);
+
+-- Which job holds how many GPUs (or the whole CPU machine) on which host.
+CREATE TABLE allocations (
+    host        TEXT    NOT NULL,
+    workload_id TEXT    NOT NULL,
+    job         TEXT    NOT NULL,
+    gpus        INTEGER NOT NULL,
+    cpu         INTEGER NOT NULL,
+    since_us    INTEGER NOT NULL,
+    PRIMARY KEY (host, workload_id, job)
+);
+CREATE INDEX allocations_job ON allocations (workload_id, job);
+
+CREATE TABLE data_tables (
+    name        TEXT PRIMARY KEY,
+    size_bytes  INTEGER NOT NULL,
+    home_region TEXT    NOT NULL
+);
+
+CREATE TABLE replicas (
+    table_name TEXT    NOT NULL,
+    region     TEXT    NOT NULL,
+    state      TEXT    NOT NULL CHECK (state IN ('copying', 'ready')),
+    ready_us   INTEGER,
+    PRIMARY KEY (table_name, region)
+);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -80,7 +80,9 @@ def test_cli_schema_is_a_json_schema_of_scenarios(capsys: pytest.CaptureFixture[
     defs = schema["$defs"]
     assert schema["$ref"] == "#/$defs/Scenario"
     scenario = defs["Scenario"]
-    assert {"name", "duration", "world"} <= set(scenario["required"])
+    assert {"name", "duration"} <= set(scenario["required"])
+    # A scenario gives a world, or names a system that brings its own.
+    assert {"world", "system"} <= set(scenario["properties"])
     assert scenario["additionalProperties"] is False
     faults = scenario["properties"]["faults"]["items"]
     assert faults["discriminator"]["propertyName"] == "action"

@@ -1,0 +1,247 @@
+"""The fleet: dynamic clusters, machines, jobs placed in clusters, allocations.
+
+A cluster manager owns its cluster's rows and writes them under its lease
+(`cm/CLUSTER`). Starting a job re-checks capacity inside the transaction, so
+no GPU is ever handed to two running jobs even if two plans raced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import msgspec
+
+from store.db import Store
+from store.events import store_event
+from store.queue import FENCE, Fence
+from store.records import DynamicCluster, Machine
+
+
+class Allocation(msgspec.Struct, frozen=True):
+    """`gpus` GPUs of `host` (or the whole CPU machine when `cpu`) held by one job."""
+
+    host: str
+    workload_id: str
+    job: str
+    gpus: int
+    cpu: bool
+    since_us: int
+
+
+class JobRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A job placed in a cluster: STARTING, RUNNING, CHECKPOINTING, STOPPED or DONE."""
+
+    workload_id: str
+    job: str
+    cluster: str | None
+    attempt: int
+    state: str
+    priority: int
+    checkpoint_us: int
+    started_us: int | None
+    cm_epoch: int | None
+
+
+_MACHINE_COLS = "host, region, rack, fault_domain, gpu_type, gpus, cpu_cores, memory_gb, cluster"
+_JOB_COLS = (
+    "workload_id, job, cluster, attempt, state, priority, checkpoint_us, started_us, cm_epoch"
+)
+
+
+async def put_clusters(store: Store, clusters: Iterable[DynamicCluster]) -> None:
+    async with store.transaction() as conn:
+        await conn.executemany(
+            "INSERT OR REPLACE INTO clusters (id, region, ml, intended) VALUES (?, ?, ?, ?)",
+            [(c.id, c.region, int(c.ml), c.intended_machines) for c in clusters],
+        )
+
+
+async def put_machines(store: Store, machines: Iterable[Machine]) -> None:
+    async with store.transaction() as conn:
+        await conn.executemany(
+            f"INSERT OR REPLACE INTO machines ({_MACHINE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    m.host,
+                    m.region,
+                    m.rack,
+                    m.fault_domain,
+                    m.gpu_type,
+                    m.gpus,
+                    m.cpu_cores,
+                    m.memory_gb,
+                    m.cluster,
+                )
+                for m in machines
+            ],
+        )
+
+
+async def clusters(store: Store, region: str | None = None) -> list[DynamicCluster]:
+    sql = "SELECT id, region, ml, intended FROM clusters"
+    rows = await (
+        store.fetchall(sql + " WHERE region = ? ORDER BY id", (region,))
+        if region is not None
+        else store.fetchall(sql + " ORDER BY id")
+    )
+    return [DynamicCluster(id=i, region=r, ml=bool(m), intended_machines=n) for i, r, m, n in rows]
+
+
+async def machines(store: Store, cluster: str) -> list[tuple[Machine, bool]]:
+    """The cluster's machines with their health, by host name."""
+    rows = await store.fetchall(
+        f"SELECT {_MACHINE_COLS}, healthy FROM machines WHERE cluster = ? ORDER BY host",
+        (cluster,),
+    )
+    fields = Machine.__struct_fields__
+    return [(Machine(**dict(zip(fields, row[:-1], strict=True))), bool(row[-1])) for row in rows]
+
+
+async def region_hardware(store: Store) -> dict[str, dict[str, int]]:
+    """Region → {GPU type or "cpu": machines} over ML clusters (for hardware checks)."""
+    rows = await store.fetchall(
+        "SELECT m.region, coalesce(m.gpu_type, 'cpu'), count(*) FROM machines m "
+        "JOIN clusters c ON c.id = m.cluster WHERE c.ml = 1 GROUP BY 1, 2"
+    )
+    out: dict[str, dict[str, int]] = {}
+    for region, kind, n in rows:
+        out.setdefault(region, {})[kind] = n
+    return out
+
+
+@store_event("fleet.health")
+async def set_health(store: Store, hosts: Sequence[str], healthy: bool) -> None:
+    async with store.transaction() as conn:
+        await conn.executemany(
+            "UPDATE machines SET healthy = ? WHERE host = ?", [(int(healthy), h) for h in hosts]
+        )
+
+
+async def allocations(store: Store, cluster: str) -> list[Allocation]:
+    rows = await store.fetchall(
+        "SELECT a.host, a.workload_id, a.job, a.gpus, a.cpu, a.since_us FROM allocations a "
+        "JOIN machines m ON m.host = a.host WHERE m.cluster = ? "
+        "ORDER BY a.host, a.workload_id, a.job",
+        (cluster,),
+    )
+    return [Allocation(h, w, j, g, bool(c), s) for h, w, j, g, c, s in rows]
+
+
+async def jobs(store: Store, cluster: str, states: Sequence[str] | None = None) -> list[JobRow]:
+    sql = f"SELECT {_JOB_COLS} FROM jobs WHERE cluster = ?"
+    params: tuple[str, ...] = (cluster,)
+    if states:
+        sql += f" AND state IN ({', '.join('?' for _ in states)})"
+        params += tuple(states)
+    rows = await store.fetchall(sql + " ORDER BY workload_id, job", params)
+    return [JobRow(**dict(zip(JobRow.__struct_fields__, r, strict=True))) for r in rows]
+
+
+async def job(store: Store, workload_id: str, job_name: str) -> JobRow | None:
+    row = await store.fetchone(
+        f"SELECT {_JOB_COLS} FROM jobs WHERE workload_id = ? AND job = ?", (workload_id, job_name)
+    )
+    return JobRow(**dict(zip(JobRow.__struct_fields__, row, strict=True))) if row else None
+
+
+@store_event("fleet.start")
+async def start_job(
+    store: Store,
+    fence: Fence,
+    now_us: int,
+    workload_id: str,
+    job_name: str,
+    cluster: str,
+    priority: int,
+    gpus: Sequence[tuple[str, int]],
+    cpu_hosts: Sequence[str],
+) -> bool:
+    """Allocate a job's GPUs and CPU machines and mark it STARTING, or change nothing.
+
+    Refused (False) when the CM no longer holds its lease, a machine is
+    unhealthy or outside the cluster, or the request exceeds what is free.
+    Keeps the job's saved progress (`checkpoint_us`) across attempts.
+    """
+    params = fence.params(now_us)
+    async with store.transaction() as conn:
+        ok = next(iter(await conn.execute_fetchall(f"SELECT {FENCE}", params)))[0]
+        if not ok:
+            return False
+        hosts = sorted({h for h, _ in gpus} | set(cpu_hosts))
+        marks = ", ".join("?" for _ in hosts)
+        rows = await conn.execute_fetchall(
+            f"SELECT m.host, m.gpus, m.healthy, m.cluster, "
+            "coalesce((SELECT sum(a.gpus) FROM allocations a WHERE a.host = m.host), 0), "
+            "(SELECT count(*) FROM allocations a WHERE a.host = m.host AND a.cpu = 1) "
+            f"FROM machines m WHERE m.host IN ({marks})",
+            tuple(hosts),
+        )
+        state = {h: (g, bool(ok_), c, used, cpu_used) for h, g, ok_, c, used, cpu_used in rows}
+        for host, n in gpus:
+            total, healthy, in_cluster, used, _ = state.get(host, (0, False, None, 0, 0))
+            if not healthy or in_cluster != cluster or used + n > total:
+                return False
+        for host in cpu_hosts:
+            total, healthy, in_cluster, used, cpu_used = state.get(host, (1, False, None, 0, 1))
+            if not healthy or in_cluster != cluster or total != 0 or cpu_used:
+                return False
+        await conn.executemany(
+            "INSERT INTO allocations (host, workload_id, job, gpus, cpu, since_us) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [(h, workload_id, job_name, n, 0, now_us) for h, n in gpus]
+            + [(h, workload_id, job_name, 0, 1, now_us) for h in cpu_hosts],
+        )
+        await conn.execute(
+            "INSERT INTO jobs (workload_id, job, cluster, attempt, state, priority, started_us, "
+            "cm_epoch) VALUES (?, ?, ?, 1, 'STARTING', ?, ?, ?) "
+            "ON CONFLICT (workload_id, job) DO UPDATE SET cluster = excluded.cluster, "
+            "attempt = attempt + 1, state = 'STARTING', priority = excluded.priority, "
+            "started_us = excluded.started_us, cm_epoch = excluded.cm_epoch",
+            (workload_id, job_name, priority, now_us, fence.epoch),
+        )
+    return True
+
+
+@store_event("fleet.state")
+async def set_job_state(
+    store: Store, fence: Fence, now_us: int, workload_id: str, job_name: str, state: str
+) -> bool:
+    """Move a job to RUNNING or CHECKPOINTING (fenced by the CM lease)."""
+    changed = await store.write(
+        "UPDATE jobs SET state = :state WHERE workload_id = :w AND job = :j "
+        f"AND state NOT IN ('STOPPED', 'DONE') AND {FENCE}",
+        {**fence.params(now_us), "state": state, "w": workload_id, "j": job_name},
+    )
+    return changed == 1
+
+
+@store_event("fleet.checkpoint")
+async def checkpoint(
+    store: Store, fence: Fence, now_us: int, workload_id: str, job_name: str, progress_us: int
+) -> bool:
+    """Save a job's progress (work done, µs); never moves it backwards."""
+    changed = await store.write(
+        "UPDATE jobs SET checkpoint_us = :p WHERE workload_id = :w AND job = :j "
+        f"AND checkpoint_us <= :p AND {FENCE}",
+        {**fence.params(now_us), "p": progress_us, "w": workload_id, "j": job_name},
+    )
+    return changed == 1
+
+
+@store_event("fleet.release")
+async def release_job(
+    store: Store, fence: Fence, now_us: int, workload_id: str, job_name: str, state: str
+) -> bool:
+    """Free a job's machines and set it STOPPED (preempted, failed) or DONE."""
+    if state not in ("STOPPED", "DONE"):
+        raise ValueError(f"release to {state!r}: expected STOPPED or DONE")
+    params = {**fence.params(now_us), "state": state, "w": workload_id, "j": job_name}
+    async with store.transaction() as conn:
+        ok = next(iter(await conn.execute_fetchall(f"SELECT {FENCE}", params)))[0]
+        if not ok:
+            return False
+        await conn.execute("DELETE FROM allocations WHERE workload_id = :w AND job = :j", params)
+        await conn.execute(
+            "UPDATE jobs SET state = :state WHERE workload_id = :w AND job = :j", params
+        )
+    return True
