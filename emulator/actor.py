@@ -46,6 +46,9 @@ class Actor:
 
     kind: ClassVar[str] = "actor"
     Params: ClassVar[type[msgspec.Struct] | None] = None
+    # False for actors whose work is meaningless after their host failed
+    # (a job's agent: its cluster manager re-places the job instead).
+    restart_on_host_up: ClassVar[bool] = True
     _handlers: ClassVar[dict[type, tuple[Handler, bool]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -67,6 +70,7 @@ class Actor:
         self.address = address
         self.params = params
         self.envelope: Envelope | None = None
+        self._exiting = False
         self._kernel: Kernel
         self._slot: Slot
 
@@ -84,7 +88,7 @@ class Actor:
     async def _main(self) -> None:
         await self.on_start()
         handlers = self._handlers
-        while True:
+        while not self._exiting:
             env: Envelope = await RECEIVE_ANY
             entry = handlers.get(type(env.msg))
             if entry is None:
@@ -128,6 +132,28 @@ class Actor:
             raise CallTimeout(f"{self.address}: no reply from {dst} to {type(msg).__name__}")
         return env.msg
 
+    async def gather(self, requests: list[tuple[str, Any]], timeout_us: int) -> list[Any]:
+        """Send several requests at once; wait until all replied or `timeout_us` passed.
+
+        Returns the replies in request order, None where none came in time (a
+        late reply then reaches this actor's handlers as an ordinary message).
+        """
+        corrs = []
+        for dst, msg in requests:
+            corr = self._kernel.next_corr(self._slot)
+            self._kernel.send(self._slot, dst, msg, corr, 0)
+            corrs.append(corr)
+        replies: dict[int, Any] = {}
+        pending = set(corrs)
+        deadline = self.now_us + timeout_us
+        while pending and self.now_us < deadline:
+            env = await Receive(reply_to=frozenset(pending), timeout_us=deadline - self.now_us)
+            if env is TIMED_OUT:
+                break
+            replies[env.reply_to] = env.msg
+            pending.discard(env.reply_to)
+        return [replies.get(c) for c in corrs]
+
     async def sleep(self, delay_us: int) -> None:
         await Sleep(delay_us)
 
@@ -167,6 +193,19 @@ class Actor:
     def decision(self, type_: str, payload: Any) -> None:
         """Record a decision (bid, award, leadership...) in the trace."""
         self._kernel.trace_event("decision", self.address, "", type_, payload)
+
+    def spawn(self, address: str, host: str, cls: type[Actor], params: Any = None) -> None:
+        """Start a new actor now (e.g. a job's agent on the job's first machine)."""
+        self._kernel.spawn(address, host, lambda: cls(address, params), at_us=self.now_us)
+
+    def exit(self) -> None:
+        """End this actor for good once the current handler returns (no restart)."""
+        self._exiting = True
+
+    @property
+    def restarted(self) -> bool:
+        """True in every incarnation after the first (a restart after a crash)."""
+        return self._slot.incarnation > 0
 
     def metric(self, name: str, value: float, **labels: Any) -> None:
         """Record a metric sample (reports plot these over emulated time)."""

@@ -41,7 +41,8 @@ class Command:
 
 
 class Receive(Command):
-    """Park until a message (matching `reply_to`, if given) is in the mailbox.
+    """Park until a message is in the mailbox: any message (`reply_to` 0), the
+    reply to one request (an int), or to any of several (a frozenset).
 
     With `timeout_us`, the actor is resumed with `TIMED_OUT` if nothing matching
     arrived in time.
@@ -49,7 +50,7 @@ class Receive(Command):
 
     __slots__ = ("reply_to", "timeout_us")
 
-    def __init__(self, reply_to: int = 0, timeout_us: int | None = None) -> None:
+    def __init__(self, reply_to: int | frozenset[int] = 0, timeout_us: int | None = None) -> None:
         self.reply_to = reply_to
         self.timeout_us = timeout_us
 

@@ -43,6 +43,10 @@ DOWN, RUNNING, WAIT_RECV, WAIT_SLEEP, WAIT_STORE, EXITED = range(6)
 KERNEL_ID = 0
 
 
+def _in_set(reply_to: int, wanted: int | frozenset[int]) -> bool:
+    return type(wanted) is frozenset and reply_to in wanted
+
+
 def _close(coro: Any) -> None:
     """Close an actor coroutine at the command it is parked on."""
     # RuntimeError: the actor swallowed GeneratorExit and awaited again; it is gone anyway.
@@ -100,7 +104,7 @@ class Slot:
         self.timers: set[int] = set()
         self.timer_seq = 0
         self.corr_seq = 0
-        self.wait_reply = 0
+        self.wait_reply: int | frozenset[int] = 0
         self.wait_token = 0
         self.paused_until_us = 0
         self.restarts = 0
@@ -353,9 +357,10 @@ class Kernel:
             return
         self.deliveries += 1
         self.tracer.record(self.now_us, "deliver", env.src, env.to, type(env.msg).__name__, env)
+        wanted = slot.wait_reply
         if (
             state == WAIT_RECV
-            and (slot.wait_reply == 0 or env.reply_to == slot.wait_reply)
+            and (wanted == 0 or env.reply_to == wanted or _in_set(env.reply_to, wanted))
             and not slot.paused_until_us
         ):
             slot.wait_token += 1
@@ -363,14 +368,14 @@ class Kernel:
         else:
             mailbox.append(env)
 
-    def _take(self, slot: Slot, reply_to: int) -> Envelope | None:
+    def _take(self, slot: Slot, reply_to: int | frozenset[int]) -> Envelope | None:
         mailbox = slot.mailbox
         if not mailbox:
             return None
         if reply_to == 0:
             return mailbox.popleft()
         for i, env in enumerate(mailbox):
-            if env.reply_to == reply_to:
+            if env.reply_to == reply_to or _in_set(env.reply_to, reply_to):
                 del mailbox[i]
                 return env
         return None
@@ -408,7 +413,7 @@ class Kernel:
         self.tracer.record(
             self.now_us, "timer", slot.address, slot.address, type(msg).__name__, msg
         )
-        if slot.state == WAIT_RECV and slot.wait_reply == 0:
+        if slot.state == WAIT_RECV and slot.wait_reply == 0 and not slot.paused_until_us:
             slot.wait_token += 1
             self._step(slot, env)
         else:
@@ -567,9 +572,11 @@ class Kernel:
         self.tracer.record(self.now_us, "fault", "", node, "up" if up else "down", None)
         for host in sorted(self.network.hosts_under(node)):
             for slot in self._by_host.get(host, ()):
-                if not up and slot.state != DOWN:
+                if not up and slot.state not in (DOWN, EXITED):
+                    inst = slot.instance
+                    restartable = inst is None or type(inst).restart_on_host_up
                     self._crash(slot, f"host {host} down", None)
-                    slot.awaiting_host = True
+                    slot.awaiting_host = restartable
                 elif up and slot.awaiting_host and self.network.host_up(host):
                     self.at(self.now_us, self._start, slot, True)
         self.flows_changed()

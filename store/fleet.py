@@ -217,13 +217,17 @@ async def set_job_state(
 
 @store_event("fleet.checkpoint")
 async def checkpoint(
-    store: Store, fence: Fence, now_us: int, workload_id: str, job_name: str, progress_us: int
+    store: Store, now_us: int, workload_id: str, job_name: str, attempt: int, progress_us: int
 ) -> bool:
-    """Save a job's progress (work done, µs); never moves it backwards."""
+    """Save a job's progress (work done, µs) from its current attempt's agent.
+
+    Fenced by the attempt: an agent of an earlier attempt writes nothing, and
+    progress never moves backwards.
+    """
     changed = await store.write(
-        "UPDATE jobs SET checkpoint_us = :p WHERE workload_id = :w AND job = :j "
-        f"AND checkpoint_us <= :p AND {FENCE}",
-        {**fence.params(now_us), "p": progress_us, "w": workload_id, "j": job_name},
+        "UPDATE jobs SET checkpoint_us = ? WHERE workload_id = ? AND job = ? AND attempt = ? "
+        "AND checkpoint_us <= ?",
+        (progress_us, workload_id, job_name, attempt, progress_us),
     )
     return changed == 1
 

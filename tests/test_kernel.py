@@ -357,3 +357,30 @@ def test_metric_samples_reach_the_store_with_their_emulated_time(tmp_path: Path)
         (2 * S, '{"region":"east"}', 1.5),
         (3 * S, '{"region":"east"}', 3.0),
     ]
+
+
+def test_gather_collects_replies_until_its_deadline_and_late_ones_arrive_as_messages() -> None:
+    class Asker(Actor):
+        kind = "test-asker"
+
+        async def on_start(self) -> None:
+            self.late: list[int] = []
+            self.replies = await self.gather(
+                [("e1", Ping(1)), ("e2", Ping(2)), ("e3", Ping(3))], timeout_us=S
+            )
+            self.done_at = self.now_us
+
+        @on(Pong)
+        def pong(self, msg: Pong) -> None:
+            self.late.append(msg.n)
+
+    k = make_kernel()
+    for name, host in (("e1", "west/ctl0"), ("e2", "south/ctl0"), ("e3", "east/ctl1")):
+        spawn(k, Echo, name, host)
+    k.at(0, k.pause, "e2", 3 * S)  # e2 answers only after 3 s
+    spawn(k, Asker, "asker", "east/ctl0", at_us=10 * MS)
+    run(k, 10 * S)
+    asker = k.instance("asker")
+    assert [r.n if r else None for r in asker.replies] == [1, None, 3]  # type: ignore[union-attr]
+    assert asker.done_at == 10 * MS + S  # type: ignore[union-attr]
+    assert asker.late == [2]  # type: ignore[union-attr]
