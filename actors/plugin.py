@@ -6,10 +6,12 @@ from pathlib import Path
 
 import scenarios
 from actors.lease_demo import LeaseCandidate, LeaseClient
-from emulator.registry import register_actor, register_scenario_dir
+from actors.mast import MastSystem
+from emulator.registry import register_actor, register_scenario_dir, register_system
 
 
 def register() -> None:
     for cls in (LeaseCandidate, LeaseClient):
         register_actor(cls)
+    register_system(MastSystem())
     register_scenario_dir(Path(scenarios.__file__).parent)

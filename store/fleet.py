@@ -155,18 +155,19 @@ async def start_job(
     priority: int,
     gpus: Sequence[tuple[str, int]],
     cpu_hosts: Sequence[str],
-) -> bool:
+) -> tuple[int, int] | None:
     """Allocate a job's GPUs and CPU machines and mark it STARTING, or change nothing.
 
-    Refused (False) when the CM no longer holds its lease, a machine is
-    unhealthy or outside the cluster, or the request exceeds what is free.
-    Keeps the job's saved progress (`checkpoint_us`) across attempts.
+    Returns `(attempt, checkpoint_us)`: the attempt number (1 for the first
+    start) and the saved progress it resumes from. Refused (None) when the CM
+    no longer holds its lease, a machine is unhealthy or outside the cluster,
+    or the request exceeds what is free.
     """
     params = fence.params(now_us)
     async with store.transaction() as conn:
         ok = next(iter(await conn.execute_fetchall(f"SELECT {FENCE}", params)))[0]
         if not ok:
-            return False
+            return None
         hosts = sorted({h for h, _ in gpus} | set(cpu_hosts))
         marks = ", ".join("?" for _ in hosts)
         rows = await conn.execute_fetchall(
@@ -180,11 +181,11 @@ async def start_job(
         for host, n in gpus:
             total, healthy, in_cluster, used, _ = state.get(host, (0, False, None, 0, 0))
             if not healthy or in_cluster != cluster or used + n > total:
-                return False
+                return None
         for host in cpu_hosts:
             total, healthy, in_cluster, used, cpu_used = state.get(host, (1, False, None, 0, 1))
             if not healthy or in_cluster != cluster or total != 0 or cpu_used:
-                return False
+                return None
         await conn.executemany(
             "INSERT INTO allocations (host, workload_id, job, gpus, cpu, since_us) "
             "VALUES (?, ?, ?, ?, ?, ?)",
@@ -197,9 +198,14 @@ async def start_job(
             "ON CONFLICT (workload_id, job) DO UPDATE SET cluster = excluded.cluster, "
             "attempt = attempt + 1, state = 'STARTING', priority = excluded.priority, "
             "started_us = excluded.started_us, cm_epoch = excluded.cm_epoch",
-            (workload_id, job_name, priority, now_us, fence.epoch),
+            (workload_id, job_name, cluster, priority, now_us, fence.epoch),
         )
-    return True
+        rows = await conn.execute_fetchall(
+            "SELECT attempt, checkpoint_us FROM jobs WHERE workload_id = ? AND job = ?",
+            (workload_id, job_name),
+        )
+        attempt, saved_us = next(iter(rows))
+    return int(attempt), int(saved_us)
 
 
 @store_event("fleet.state")

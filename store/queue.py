@@ -181,7 +181,6 @@ async def transition(
     from_states: tuple[str, ...],
     to_state: str,
     now_us: int,
-    *,
     auction_id: int | None = None,
     preempted: bool = False,
 ) -> bool:

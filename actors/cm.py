@@ -1,0 +1,369 @@
+"""The cluster manager (CM) of one dynamic cluster: executes placement plans.
+
+For a plan it first checks that the machines are still there (healthy, and
+free or held by the plan's victims) and refuses a stale plan outright. Then it
+stops the victims with a checkpoint, and only once every victim has stopped
+and released its machines does it allocate (a compare-and-set in the store)
+and start the job's agent. A machine failure restarts the jobs on it from
+their last checkpoint on spare machines, or reports them failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import msgspec
+
+from actors.agent import JobAgent
+from actors.cluster_view import ClusterView
+from actors.leadership import LeaseHolder, LeaseTiming
+from actors.messages import (
+    AgentFinished,
+    AgentRunning,
+    AgentStart,
+    AgentStop,
+    AgentStopped,
+    EndReason,
+    ExecutePlan,
+    JobEnded,
+    PlanResult,
+    StopJob,
+)
+from actors.policies.placement import place_job
+from actors.policies.snapshot import JobPlan, JobRequest
+from actors.workload import setup_time_us
+from emulator.actor import on
+from emulator.scenario import Duration
+from emulator.sysmsg import HostDown, HostUp
+from store import fleet, queue
+from store.records import JobSpec
+
+
+class CMParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    cluster: str
+    region: str
+    checkpoint_cost: Duration = Duration(30_000_000)
+    stop_timeout: Duration = Duration(300_000_000)
+    lease: LeaseTiming = LeaseTiming()
+
+
+@dataclass
+class Running:
+    """A job this CM runs: its spec, attempt and agent, and a pending stop."""
+
+    spec: JobSpec
+    priority: int
+    attempt: int
+    agent: str
+    auction_id: int
+    stopping: EndReason | None = None
+
+
+@dataclass
+class Pending:
+    """A plan waiting for its victims to stop."""
+
+    msg: ExecutePlan
+    waiting: set[tuple[str, str]] = field(default_factory=set)
+
+
+class _StopTimeout(msgspec.Struct, frozen=True, tag=True):
+    key: tuple[str, str]
+    attempt: int
+
+
+class ClusterManager(LeaseHolder):
+    kind = "mast-cm"
+    Params = CMParams
+    params: CMParams
+
+    async def on_start(self) -> None:
+        p = self.params
+        self.role = f"cm/{p.cluster}"
+        self.rms = f"rms/{p.region}"
+        self.fence = None
+        await self.acquire()
+        self.keep_renewing()
+        self.view = ClusterView.load(
+            p.cluster,
+            await self.store(fleet.machines, p.cluster),
+            await self.store(fleet.allocations, p.cluster),
+            await self.store(fleet.jobs, p.cluster, ("STARTING", "RUNNING", "CHECKPOINTING")),
+        )
+        self.running: dict[tuple[str, str], Running] = {}
+        self.pending: list[Pending] = []
+        for row in await self.store(
+            fleet.jobs, p.cluster, ("STARTING", "RUNNING", "CHECKPOINTING")
+        ):
+            spec = await self.store(queue.spec, row.workload_id)
+            job = next((j for j in spec.jobs if j.name == row.job), None) if spec else None
+            if job is not None:
+                self.running[(row.workload_id, row.job)] = Running(
+                    job, row.priority, row.attempt, _agent(row.workload_id, row.job, row.attempt), 0
+                )
+
+    # ---- plans ---------------------------------------------------------------------
+    @on(ExecutePlan)
+    async def execute(self, msg: ExecutePlan) -> None:
+        key = (msg.workload_id, msg.job.name)
+        if self.fence is None:
+            self._result(msg, False, "not the cluster's leader")
+            return
+        if key in self.running:
+            self._result(msg, False, "job already running here")
+            return
+        victims = {v for v in msg.victims if v in self.running}
+        problem = self._stale(msg, victims)
+        if problem:
+            self.decision(
+                "cm.reject", {"workload": msg.workload_id, "job": msg.job.name, "why": problem}
+            )
+            self._result(msg, False, problem)
+            return
+        for victim in sorted(victims):
+            self._stop(victim, "preempted", checkpoint=True)
+        self.pending.append(Pending(msg, victims))
+        await self._start_ready()
+
+    def _stale(self, msg: ExecutePlan, victims: set[tuple[str, str]]) -> str:
+        """Why the plan can no longer run as planned ('' if it can)."""
+        view = self.view
+        freed: dict[str, int] = {}
+        freed_cpu: set[str] = set()
+        for victim in victims:
+            held = view.jobs.get(victim)
+            if held is not None:
+                for host, n in held.gpus.items():
+                    freed[host] = freed.get(host, 0) + n
+                freed_cpu.update(held.cpu_hosts)
+        for host, n in msg.gpus:
+            machine = view.machines.get(host)
+            if machine is None or not view.healthy[host]:
+                return f"machine {host} unknown or unhealthy"
+            free = machine.gpus - view.gpus_used.get(host, 0) + freed.get(host, 0)
+            if n > free:
+                return f"machine {host} has {free} GPUs free, plan needs {n}"
+        for host in msg.cpu_hosts:
+            if host not in view.machines or not view.healthy[host]:
+                return f"machine {host} unknown or unhealthy"
+            if host in view.cpu_busy and host not in freed_cpu:
+                return f"CPU machine {host} is busy"
+        return ""
+
+    async def _start_ready(self) -> None:
+        for plan in [p for p in self.pending if not p.waiting]:
+            self.pending.remove(plan)
+            await self._start(plan.msg)
+
+    async def _start(self, msg: ExecutePlan) -> None:
+        p = self.params
+        job = msg.job
+        started = None
+        if self.fence is not None and not self._stale(msg, set()):
+            started = await self.store(
+                fleet.start_job,
+                self.fence,
+                self.now_us,
+                msg.workload_id,
+                job.name,
+                p.cluster,
+                msg.priority,
+                msg.gpus,
+                msg.cpu_hosts,
+            )
+        if started is None:
+            self._result(msg, False, "machines taken or lease lost")
+            return
+        attempt, saved_us = started
+        key = (msg.workload_id, job.name)
+        self.view.allocate(key, msg.priority, self.now_us, msg.gpus, msg.cpu_hosts)
+        self._launch(
+            key, job, msg.priority, attempt, saved_us, msg.auction_id, msg.gpus, msg.cpu_hosts
+        )
+        self._result(msg, True, "")
+
+    def _launch(
+        self,
+        key: tuple[str, str],
+        job: JobSpec,
+        priority: int,
+        attempt: int,
+        saved_us: int,
+        auction_id: int,
+        gpus: tuple[tuple[str, int], ...],
+        cpu_hosts: tuple[str, ...],
+    ) -> None:
+        """Start the job's agent on its first machine (it dies if that machine does)."""
+        agent = _agent(key[0], key[1], attempt)
+        host = min([h for h, _ in gpus] + list(cpu_hosts))
+        start = AgentStart(
+            workload_id=key[0],
+            job=key[1],
+            attempt=attempt,
+            work_us=job.work_us,
+            progress_us=saved_us,
+            setup_us=setup_time_us(self.rng("setup")),
+            checkpoint_every_us=job.checkpoint_every_us,
+            checkpoint_cost_us=self.params.checkpoint_cost,
+            cm=self.role,
+        )
+        self.spawn(agent, host, JobAgent, start)
+        self.running[key] = Running(job, priority, attempt, agent, auction_id)
+
+    def _result(self, msg: ExecutePlan, ok: bool, reason: str) -> None:
+        self.send(
+            self.rms,
+            PlanResult(
+                auction_id=msg.auction_id,
+                workload_id=msg.workload_id,
+                job=msg.job.name,
+                cluster=self.params.cluster,
+                ok=ok,
+                reason=reason,
+            ),
+        )
+
+    # ---- stopping ----------------------------------------------------------------------
+    def _stop(self, key: tuple[str, str], reason: EndReason, *, checkpoint: bool) -> None:
+        job = self.running.get(key)
+        if job is None or job.stopping is not None:
+            return
+        job.stopping = reason
+        self.send(job.agent, AgentStop(checkpoint=checkpoint))
+        # The agent may be dead (its machine failed): do not wait for it forever.
+        self.set_timer(self.params.stop_timeout, _StopTimeout(key, job.attempt))
+
+    @on(StopJob)
+    async def stop_job(self, msg: StopJob) -> None:
+        key = (msg.workload_id, msg.job)
+        for plan in [p for p in self.pending if (p.msg.workload_id, p.msg.job.name) == key]:
+            self.pending.remove(plan)
+            self.send(
+                self.rms,
+                JobEnded(
+                    workload_id=key[0], job=key[1], cluster=self.params.cluster, reason=msg.reason
+                ),
+            )
+        if key in self.running:
+            self._stop(key, msg.reason, checkpoint=msg.checkpoint)
+
+    @on(AgentStopped)
+    async def stopped(self, msg: AgentStopped) -> None:
+        key = (msg.workload_id, msg.job)
+        job = self.running.get(key)
+        if job is None or job.attempt != msg.attempt:
+            return
+        await self._release(key, job.stopping or "failed", "STOPPED")
+
+    @on(_StopTimeout)
+    async def stop_timeout(self, msg: _StopTimeout) -> None:
+        job = self.running.get(msg.key)
+        if job is not None and job.attempt == msg.attempt and job.stopping is not None:
+            await self._release(msg.key, job.stopping, "STOPPED")
+
+    @on(AgentRunning)
+    async def job_running(self, msg: AgentRunning) -> None:
+        job = self.running.get((msg.workload_id, msg.job))
+        if job is not None and job.attempt == msg.attempt and self.fence is not None:
+            await self.store(
+                fleet.set_job_state, self.fence, self.now_us, msg.workload_id, msg.job, "RUNNING"
+            )
+
+    @on(AgentFinished)
+    async def finished(self, msg: AgentFinished) -> None:
+        key = (msg.workload_id, msg.job)
+        job = self.running.get(key)
+        if job is not None and job.attempt == msg.attempt:
+            await self._release(key, "done", "DONE")
+
+    async def _release(self, key: tuple[str, str], reason: EndReason, state: str) -> None:
+        if self.fence is not None:
+            await self.store(fleet.release_job, self.fence, self.now_us, key[0], key[1], state)
+        self.running.pop(key, None)
+        self.view.release(key)
+        self.send(
+            self.rms,
+            JobEnded(workload_id=key[0], job=key[1], cluster=self.params.cluster, reason=reason),
+        )
+        for plan in self.pending:
+            plan.waiting.discard(key)
+        await self._start_ready()
+
+    # ---- hardware -----------------------------------------------------------------------
+    @on(HostDown)
+    async def host_down(self, msg: HostDown) -> None:
+        hosts = self.view.hosts_under(msg.node)
+        if not hosts:
+            return
+        await self.store(fleet.set_health, hosts, False)
+        self.view.set_health(hosts, False)
+        for key in self.view.jobs_on(hosts):
+            await self._replace(key)
+
+    @on(HostUp)
+    async def host_up(self, msg: HostUp) -> None:
+        hosts = self.view.hosts_under(msg.node)
+        if hosts:
+            await self.store(fleet.set_health, hosts, True)
+            self.view.set_health(hosts, True)
+
+    async def _replace(self, key: tuple[str, str]) -> None:
+        """Restart a job hit by a machine failure on spare machines, from its checkpoint."""
+        job = self.running.get(key)
+        if job is None or self.fence is None:
+            return
+        self.send(job.agent, AgentStop(checkpoint=False))
+        await self.store(fleet.release_job, self.fence, self.now_us, key[0], key[1], "STOPPED")
+        self.running.pop(key, None)
+        self.view.release(key)
+        request = JobRequest(
+            workload_id=key[0],
+            job=key[1],
+            gpu_type=job.spec.gpu_type,
+            gpus=job.spec.gpus,
+            cpu_machines=job.spec.cpu_machines,
+            priority=job.priority,
+        )
+        plan = place_job(self.view.snapshot(), request, self.now_us, allow_preemption=False)
+        started = None
+        if isinstance(plan, JobPlan):
+            started = await self.store(
+                fleet.start_job,
+                self.fence,
+                self.now_us,
+                key[0],
+                key[1],
+                self.params.cluster,
+                job.priority,
+                plan.gpus,
+                plan.cpu_hosts,
+            )
+        if started is None or not isinstance(plan, JobPlan):
+            self.decision("cm.job-lost", {"workload": key[0], "job": key[1]})
+            self.send(
+                self.rms,
+                JobEnded(
+                    workload_id=key[0], job=key[1], cluster=self.params.cluster, reason="failed"
+                ),
+            )
+            return
+        attempt, saved_us = started
+        self.decision(
+            "cm.job-moved",
+            {"workload": key[0], "job": key[1], "attempt": attempt, "from_us": saved_us},
+        )
+        self.view.allocate(key, job.priority, self.now_us, plan.gpus, plan.cpu_hosts)
+        self._launch(
+            key,
+            job.spec,
+            job.priority,
+            attempt,
+            saved_us,
+            job.auction_id,
+            plan.gpus,
+            plan.cpu_hosts,
+        )
+
+
+def _agent(workload_id: str, job: str, attempt: int) -> str:
+    return f"agent/{workload_id}/{job}/{attempt}"

@@ -1,0 +1,260 @@
+"""The global ML scheduler (GMS): ranks the global queue and runs auctions.
+
+Every `scan_interval` a GMS-scan pass computes each queued workload's credit
+(expressions 10 and 11), runs the quota scan (within-quota workloads get
+their tenant's priority, over-quota ones the lowest), stores the ⟨priority,
+credit⟩ ranking, tells the RMSs the pass has started (they reset their
+negative caches), and dispatches in rank order through auctions. An award is
+committed in the store (compare-and-set, fenced by the GMS lease) before it
+is announced. A workload no region can place waits (WAITING) for the next
+pass; one whose data no region holds waits for data (WAITING_DATA).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import msgspec
+
+from actors.leadership import LeaseHolder, LeaseTiming
+from actors.messages import (
+    Abstain,
+    AuctionOpen,
+    Award,
+    Bid,
+    Dispatched,
+    Release,
+    ScanEnd,
+    ScanStart,
+    Submitted,
+    WorkloadEnded,
+)
+from actors.policies.credit import CreditParams, credit
+from actors.policies.quota import PendingWorkload, TenantQuota, quota_scan
+from emulator.actor import on
+from emulator.scenario import Duration
+from store import queue
+from store.queue import QUEUED
+from store.records import WorkloadSpec
+
+
+class GMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    regions: list[str]
+    scan_interval: Duration = Duration(300_000_000)
+    first_scan: Duration = Duration(10_000_000)
+    auction_deadline: Duration = Duration(2_000_000)
+    usage_window: Duration = Duration(86_400_000_000)
+    credit: CreditParams = CreditParams()
+    lease: LeaseTiming = LeaseTiming()
+
+
+class _Scan(msgspec.Struct, frozen=True, tag=True):
+    """Self-timer: time for a GMS-scan pass."""
+
+
+class GlobalScheduler(LeaseHolder):
+    kind = "mast-gms"
+    Params = GMSParams
+    params: GMSParams
+
+    async def on_start(self) -> None:
+        self.role = "gms"
+        self.fence = None
+        await self.acquire()
+        self.keep_renewing()
+        self.tenants = {
+            t.name: TenantQuota(
+                name=t.name, priority=t.priority, gpu_quota=t.gpu_quota, cpu_quota=t.cpu_quota
+            )
+            for t in await self.store(queue.get_tenants)
+        }
+        self.specs: dict[str, WorkloadSpec] = {}
+        self.usage: deque[tuple[int, dict[str, float]]] = deque()
+        self.scans = 0
+        self.set_timer(self.params.first_scan, _Scan())
+
+    @on(Submitted)
+    def submitted(self, _: Submitted) -> None:
+        """Nothing to do now: the next pass ranks and dispatches it."""
+
+    # ---- the GMS-scan pass ------------------------------------------------------------
+    @on(_Scan)
+    async def scan(self, _: _Scan) -> None:
+        self.set_timer(self.params.scan_interval, _Scan())
+        if await self.acquire() is None:
+            return
+        self.scans += 1
+        t0 = time.perf_counter()
+        ranked = await self._rank()
+        # Wall time of the pass goes to metrics only (MAST Fig. 9); it never steers the run.
+        self.metric("gms_scan_ms", (time.perf_counter() - t0) * 1000, queued=len(ranked))
+        self.metric("queue_length", len(ranked))
+        epoch = self.fence.epoch if self.fence else 0
+        for region in self.params.regions:
+            self.send(f"rms/{region}", ScanStart(scan=self.scans, gms_epoch=epoch))
+        for entry_id, priority in ranked:
+            if self.fence is None:
+                break
+            await self._auction(entry_id, priority)
+        for region in self.params.regions:
+            self.send(f"rms/{region}", ScanEnd(scan=self.scans, gms_epoch=epoch))
+
+    async def _rank(self) -> list[tuple[str, int]]:
+        queued = await self.store(queue.in_states, QUEUED)
+        active = await self.store(queue.in_states, ("DISPATCHING", "RUNNING"))
+        missing = [e.id for e in queued + active if e.id not in self.specs]
+        if missing:
+            self.specs.update(await self.store(queue.specs, missing))
+        running: dict[str, tuple[int, int]] = {}
+        for entry in active:
+            spec = self.specs[entry.id]
+            gpus, cpus = running.get(entry.tenant, (0, 0))
+            running[entry.tenant] = (gpus + spec.gpus, cpus + spec.cpu_machines)
+        tenant_avg, all_avg = self._window_usage(running)
+        now = self.now_us
+        pending = [
+            PendingWorkload(
+                id=e.id,
+                tenant=e.tenant,
+                credit=credit(
+                    max(0, now - e.queued_us),
+                    tenant_avg.get(e.tenant, 0.0),
+                    all_avg,
+                    self.params.credit,
+                ),
+                gpus=self.specs[e.id].gpus,
+                cpu_machines=self.specs[e.id].cpu_machines,
+            )
+            for e in queued
+        ]
+        ranked = quota_scan(pending, self.tenants, running)
+        if self.fence is not None:
+            await self.store(
+                queue.rank,
+                self.fence,
+                now,
+                [(r.id, r.priority, r.credit, r.within_quota) for r in ranked],
+            )
+        return [(r.id, r.priority) for r in ranked]
+
+    def _window_usage(self, running: dict[str, tuple[int, int]]) -> tuple[dict[str, float], float]:
+        """Per-tenant and all-tenant average usage over the window (GPU-equivalents).
+
+        A CPU machine counts as one GPU-equivalent; samples are taken once per
+        pass and kept for `usage_window`. The all-tenant figure is the mean over
+        tenants, so a tenant using its fair share gets a fair-share credit of 0.
+        """
+        now = self.now_us
+        self.usage.append((now, {t: float(g + c) for t, (g, c) in running.items()}))
+        while self.usage and self.usage[0][0] < now - self.params.usage_window:
+            self.usage.popleft()
+        totals: dict[str, float] = dict.fromkeys(self.tenants, 0.0)
+        for _, sample in self.usage:
+            for tenant, used in sample.items():
+                totals[tenant] = totals.get(tenant, 0.0) + used
+        n = len(self.usage)
+        avg = {t: v / n for t, v in totals.items()}
+        all_avg = sum(avg.values()) / len(avg) if avg else 0.0
+        return avg, all_avg
+
+    async def _auction(self, workload_id: str, priority: int) -> None:
+        assert self.fence is not None
+        spec = self.specs[workload_id]
+        auction_id = await self.store(queue.open_auction, self.fence, self.now_us, workload_id)
+        if auction_id is None:
+            self.fence = None
+            return
+        opened = AuctionOpen(
+            auction_id=auction_id,
+            gms_epoch=self.fence.epoch,
+            workload_id=workload_id,
+            priority=priority,
+            jobs=spec.jobs,
+            deadline_us=self.now_us + self.params.auction_deadline,
+        )
+        regions = self.params.regions
+        replies = await self.gather(
+            [(f"rms/{r}", opened) for r in regions], self.params.auction_deadline
+        )
+        bids = sorted(
+            (b for b in replies if isinstance(b, Bid) and b.auction_id == auction_id),
+            key=lambda b: (-b.score, b.region),
+        )
+        abstains = [a for a in replies if isinstance(a, Abstain)]
+        if bids:
+            winner = bids[0]
+            won = self.fence is not None and await self.store(
+                queue.award, self.fence, self.now_us, workload_id, auction_id, winner.region
+            )
+            self.decision(
+                "auction.award" if won else "auction.lost-cas",
+                {
+                    "auction": auction_id,
+                    "workload": workload_id,
+                    "winner": winner.region,
+                    "bids": {b.region: b.score for b in bids},
+                },
+            )
+            epoch = self.fence.epoch if self.fence else 0
+            for bid in bids:
+                if won and bid is winner:
+                    self.send(
+                        f"rms/{bid.region}",
+                        Award(auction_id=auction_id, gms_epoch=epoch, workload_id=workload_id),
+                    )
+                else:
+                    self.send(f"rms/{bid.region}", Release(auction_id=auction_id, gms_epoch=epoch))
+            await self.store(
+                queue.close_auction,
+                auction_id,
+                self.now_us,
+                "awarded" if won else "lost",
+                winner.region if won else None,
+            )
+            return
+        reasons = sorted({a.reason for a in abstains})
+        state = (
+            "WAITING_DATA"
+            if reasons == ["no_data"] and len(abstains) == len(regions)
+            else "WAITING"
+        )
+        await self.store(queue.transition, workload_id, QUEUED, state, self.now_us)
+        self.decision(
+            "auction.none",
+            {"auction": auction_id, "workload": workload_id, "state": state, "reasons": reasons},
+        )
+        await self.store(queue.close_auction, auction_id, self.now_us, state.lower(), None)
+
+    # ---- reports from the RMSs --------------------------------------------------------
+    @on(Bid, Abstain)
+    def late(self, msg: Bid | Abstain) -> None:
+        """A reply after the auction's deadline: the auction is closed; ignore it."""
+        self.decision("auction.late", {"auction": msg.auction_id, "region": msg.region})
+
+    @on(Dispatched)
+    async def dispatched(self, msg: Dispatched) -> None:
+        target = "RUNNING" if msg.ok else "PENDING"
+        moved = await self.store(
+            queue.transition,
+            msg.workload_id,
+            ("DISPATCHING",),
+            target,
+            self.now_us,
+            msg.auction_id,
+        )
+        if moved and not msg.ok:
+            self.decision("dispatch.failed", {"workload": msg.workload_id, "why": msg.reason})
+
+    @on(WorkloadEnded)
+    async def ended(self, msg: WorkloadEnded) -> None:
+        target = "DONE" if msg.reason == "done" else "PENDING"
+        await self.store(
+            queue.transition,
+            msg.workload_id,
+            ("DISPATCHING", "RUNNING"),
+            target,
+            self.now_us,
+            msg.auction_id,
+            msg.reason == "preempted",
+        )

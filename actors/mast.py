@@ -1,0 +1,164 @@
+"""The MAST system: a world preset, tenants, a generated workload, and the actors.
+
+A scenario selects it with `[system] kind = "mast"`. Everything is a pure
+function of the parameters and the run seed: the world's machines and static
+dynamic clusters, the tenants, the workloads and the tables they read. The
+control plane is one GMS (in the first region), one RMS per region and one CM
+per dynamic cluster, on the regions' control hosts, plus the client.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import msgspec
+
+from actors.client import Client, ClientParams
+from actors.cm import ClusterManager, CMParams
+from actors.gms import GlobalScheduler, GMSParams
+from actors.leadership import LeaseTiming
+from actors.policies.credit import CreditParams
+from actors.policies.static_placement import colocate
+from actors.rms import RegionalScheduler, RMSParams
+from actors.workload import GeneratorParams, generate, load_for_world, make_tenants
+from actors.world import WorldModel, machines, preset, region_specs, static_clusters
+from emulator.actor import Actor
+from emulator.registry import SystemBuild
+from emulator.rng import RngStreams
+from emulator.scenario import Duration, RegionSpec
+from store import catalog, fleet, queue
+from store.records import DataTable, WorkloadSpec
+
+
+class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """`[system]` of a MAST scenario (besides `kind = "mast"`)."""
+
+    world: str = "small"
+    tenants: int = 12
+    # Arrival rate relative to the paper's per-GPU rate (1.0 = MAST-like load).
+    load: float = 1.0
+    workload: GeneratorParams = GeneratorParams()
+    scan_interval: Duration = Duration(300_000_000)
+    auction_deadline: Duration = Duration(2_000_000)
+    checkpoint_cost: Duration = Duration(30_000_000)
+    credit: CreditParams = CreditParams()
+    lease: LeaseTiming = LeaseTiming()
+    # "colocated": users placed each workload's tables together in a region with
+    # its hardware (static placement, before Tetris); "home-only": every table
+    # only in its home region, so multi-table workloads may wait for data.
+    data_placement: Literal["colocated", "home-only"] = "colocated"
+
+    def __post_init__(self) -> None:
+        if self.tenants < 1:
+            raise ValueError("tenants must be at least 1")
+        if not 0 < self.load <= 1000:
+            raise ValueError("load must be in (0, 1000]")
+        try:
+            preset(self.world)
+        except KeyError as error:
+            raise ValueError(str(error).strip("'\"")) from None
+
+
+class MastSystem:
+    kind: ClassVar[str] = "mast"
+    Params: ClassVar[type[msgspec.Struct]] = MastParams
+
+    def world(self, params: MastParams) -> WorldModel:
+        return preset(params.world)
+
+    def regions(self, params: MastParams) -> list[RegionSpec]:
+        return region_specs(self.world(params))
+
+    def addresses(self, params: MastParams) -> list[str]:
+        world = self.world(params)
+        clusters, _ = static_clusters(world, machines(world))
+        return (
+            ["gms/0", "client"]
+            + [f"rms/{r.name}/0" for r in world.regions]
+            + [f"cm/{c.id}/0" for c in clusters]
+        )
+
+    def generate(
+        self, params: MastParams, seed: int, duration_us: int
+    ) -> tuple[WorldModel, list[Any], list[WorkloadSpec], list[DataTable]]:
+        world = self.world(params)
+        rng = RngStreams(seed)
+        tenants = make_tenants(params.tenants, rng.stream("tenants"), world)
+        gen = msgspec.structs.replace(params.workload, load=params.load * load_for_world(world))
+        workloads, tables = generate(
+            gen, rng.stream("workload"), tenants=tenants, world=world, span_us=duration_us
+        )
+        if params.data_placement == "colocated":
+            hardware = {
+                r.name: set(r.gpu_machines) | ({"cpu"} if r.cpu_machines else set())
+                for r in world.regions
+            }
+            tables = colocate(workloads, tables, hardware)
+        return world, tenants, workloads, tables
+
+    def build(self, params: MastParams, seed: int, duration_us: int) -> SystemBuild:
+        world, tenants, workloads, tables = self.generate(params, seed, duration_us)
+        clusters, fleet_machines = static_clusters(world, machines(world))
+        regions = [r.name for r in world.regions]
+        first = regions[0]
+        actors: list[tuple[str, str, int, Any]] = [
+            _actor(
+                "gms/0",
+                f"{first}/ctl0",
+                GlobalScheduler,
+                GMSParams(
+                    regions=regions,
+                    scan_interval=params.scan_interval,
+                    auction_deadline=params.auction_deadline,
+                    credit=params.credit,
+                    lease=params.lease,
+                ),
+            ),
+            _actor("client", f"{first}/ctl1", Client, ClientParams(workloads=tuple(workloads))),
+        ]
+        for region in regions:
+            mine = [c.id for c in clusters if c.region == region]
+            actors.append(
+                _actor(
+                    f"rms/{region}/0",
+                    f"{region}/ctl0",
+                    RegionalScheduler,
+                    RMSParams(region=region, clusters=mine, lease=params.lease),
+                )
+            )
+        cms = []
+        for c in clusters:
+            address = f"cm/{c.id}/0"
+            cms.append(address)
+            actors.append(
+                _actor(
+                    address,
+                    f"{c.region}/ctl1",
+                    ClusterManager,
+                    CMParams(
+                        cluster=c.id,
+                        region=c.region,
+                        checkpoint_cost=params.checkpoint_cost,
+                        lease=params.lease,
+                    ),
+                )
+            )
+
+        async def setup(store: Any) -> None:
+            await queue.put_tenants(store, tenants)
+            await fleet.put_clusters(store, clusters)
+            await fleet.put_machines(store, fleet_machines)
+            await catalog.put_tables(store, tables)
+
+        roles = ["gms"] + [f"rms/{r}" for r in regions] + [f"cm/{c.id}" for c in clusters]
+        return SystemBuild(
+            actors=actors,
+            roles=roles,
+            setup=setup,
+            hardware_watchers=tuple(cms),
+            summary={"workloads": len(workloads), "tables": len(tables), "gpus": world.gpus},
+        )
+
+
+def _actor(address: str, host: str, cls: type[Actor], params: Any) -> tuple[str, str, int, Any]:
+    return (address, host, 0, lambda: cls(address, params))

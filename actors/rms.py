@@ -1,0 +1,331 @@
+"""The regional ML scheduler (RMS): bids in auctions, dispatches plans to its CMs.
+
+For an auction it checks, in order: that every input table has a ready
+replica in the region (else it abstains with `no_data`), that the region has
+the hardware (`no_hardware`), the negative cache (`negative_cache`); then it
+searches every dynamic cluster for every job (the placement policy) and bids
+the plan's P_score, or abstains `unschedulable`. The plan is kept as a
+tentative reservation until the award or release. On award it applies the
+plan to its view, sends one plan per job to the job's CM, and reports to the
+GMS once every job has started — or, if any CM refused, rolls the others back.
+A workload ends when all its jobs have: if one is preempted or fails, the
+others are stopped first, so the GMS re-queues it only when nothing of it runs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import msgspec
+
+from actors.cluster_view import ClusterView
+from actors.leadership import LeaseHolder, LeaseTiming
+from actors.messages import (
+    Abstain,
+    AuctionOpen,
+    Award,
+    Bid,
+    Dispatched,
+    EndReason,
+    ExecutePlan,
+    JobEnded,
+    PlanResult,
+    Release,
+    ScanEnd,
+    ScanStart,
+    StopJob,
+    WorkloadEnded,
+)
+from actors.policies import negative_cache as ncache
+from actors.policies.placement import place_workload
+from actors.policies.snapshot import JobRequest, Unschedulable, WorkloadPlan
+from emulator.actor import on
+from emulator.scenario import Duration
+from store import catalog, fleet, queue
+from store.records import JobSpec
+
+
+class RMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    region: str
+    clusters: list[str]
+    dispatch_timeout: Duration = Duration(900_000_000)
+    lease: LeaseTiming = LeaseTiming()
+
+
+@dataclass
+class Dispatch:
+    """An awarded workload whose jobs are being started by their CMs."""
+
+    workload_id: str
+    plan: WorkloadPlan
+    jobs: dict[str, JobSpec]
+    results: dict[str, bool] = field(default_factory=dict)
+
+
+@dataclass
+class Live:
+    """A workload this region runs: where each of its jobs is."""
+
+    auction_id: int
+    clusters: dict[str, str]  # job → cluster
+    ending: EndReason | None = None
+
+
+class _DispatchTimeout(msgspec.Struct, frozen=True, tag=True):
+    auction_id: int
+
+
+class RegionalScheduler(LeaseHolder):
+    kind = "mast-rms"
+    Params = RMSParams
+    params: RMSParams
+
+    async def on_start(self) -> None:
+        p = self.params
+        self.role = f"rms/{p.region}"
+        self.fence = None
+        await self.acquire()
+        self.keep_renewing()
+        self.cache = ncache.empty()
+        self.tentative: dict[int, tuple[AuctionOpen, WorkloadPlan]] = {}
+        self.dispatching: dict[int, Dispatch] = {}
+        self.live: dict[str, Live] = {}
+        await self._refresh()
+        # Rebuild which workloads run here from the store (their jobs' clusters).
+        for entry in await self.store(queue.in_states, ("DISPATCHING", "RUNNING")):
+            if entry.region != p.region or entry.auction_id is None:
+                continue
+            clusters: dict[str, str] = {}
+            for cluster in p.clusters:
+                for row in await self.store(fleet.jobs, cluster, ("STARTING", "RUNNING")):
+                    if row.workload_id == entry.id:
+                        clusters[row.job] = cluster
+            if clusters:
+                self.live[entry.id] = Live(entry.auction_id, clusters)
+
+    async def _refresh(self) -> None:
+        """Reload the region's clusters and catalog from the store."""
+        p = self.params
+        self.views: dict[str, ClusterView] = {}
+        for cluster in p.clusters:
+            self.views[cluster] = ClusterView.load(
+                cluster,
+                await self.store(fleet.machines, cluster),
+                await self.store(fleet.allocations, cluster),
+                await self.store(fleet.jobs, cluster, ("STARTING", "RUNNING", "CHECKPOINTING")),
+            )
+        self.ready = await self.store(catalog.ready_tables, p.region)
+        self.gpu_types = {
+            m.gpu_type for v in self.views.values() for m in v.machines.values() if m.gpu_type
+        }
+        self.has_cpu = any(m.gpus == 0 for v in self.views.values() for m in v.machines.values())
+
+    # ---- scans and auctions ------------------------------------------------------------
+    @on(ScanStart)
+    async def scan_start(self, _: ScanStart) -> None:
+        if self.cache.lookups:
+            self.metric(
+                "negative_cache_hit_rate", ncache.hit_rate(self.cache), region=self.params.region
+            )
+        self.cache = ncache.empty()
+        await self._refresh()
+
+    @on(ScanEnd)
+    def scan_end(self, _: ScanEnd) -> None:
+        pass
+
+    @on(AuctionOpen)
+    def auction(self, msg: AuctionOpen) -> None:
+        self.reply(self._bid(msg))
+
+    def _bid(self, msg: AuctionOpen) -> Bid | Abstain:
+        region = self.params.region
+
+        def abstain(reason: str) -> Abstain:
+            return Abstain(auction_id=msg.auction_id, region=region, reason=reason)  # type: ignore[arg-type]
+
+        if self.fence is None:
+            return abstain("busy")
+        tables = {t for job in msg.jobs for t in job.input_tables}
+        if not tables <= self.ready:
+            return abstain("no_data")
+        for job in msg.jobs:
+            if job.gpus and job.gpu_type not in self.gpu_types:
+                return abstain("no_hardware")
+            if job.cpu_machines and not self.has_cpu:
+                return abstain("no_hardware")
+        requests = [_request(msg.workload_id, job, msg.priority) for job in msg.jobs]
+        props = [ncache.SchedProps.from_request(r) for r in requests]
+        hit = any(ncache.fails_fast(self.cache, p) for p in props)
+        self.cache = ncache.count(self.cache, hit)
+        if hit:
+            return abstain("negative_cache")
+        snapshots = [self.views[c].snapshot() for c in sorted(self.views)]
+        # Wall time of the policy call only goes to metrics: it never steers the run.
+        t0 = time.perf_counter()
+        plan = place_workload(snapshots, requests, self.now_us)
+        latency_ms = (time.perf_counter() - t0) * 1000
+        if isinstance(plan, Unschedulable):
+            self.metric("rms_decision_ms", latency_ms, region=region, preempts=False, placed=False)
+            for request, prop in zip(requests, props, strict=True):
+                if isinstance(place_workload(snapshots, [request], self.now_us), Unschedulable):
+                    self.cache = ncache.record_failure(self.cache, prop)
+                    break
+            return abstain("unschedulable")
+        self.metric(
+            "rms_decision_ms", latency_ms, region=region, preempts=plan.preempts, placed=True
+        )
+        self.tentative[msg.auction_id] = (msg, plan)
+        return Bid(
+            auction_id=msg.auction_id,
+            region=region,
+            score=plan.score,
+            preempts=plan.preempts,
+            victims=len(plan.victims),
+        )
+
+    @on(Release)
+    def release(self, msg: Release) -> None:
+        self.tentative.pop(msg.auction_id, None)
+
+    @on(Award)
+    async def award(self, msg: Award) -> None:
+        tentative = self.tentative.pop(msg.auction_id, None)
+        if tentative is None or self.fence is None:
+            self._report(msg.auction_id, msg.workload_id, False, "no tentative plan")
+            return
+        opened, plan = tentative
+        workload_id, priority = opened.workload_id, opened.priority
+        jobs = {job.name: job for job in opened.jobs}
+        # Reserve in the view at once, so the next auction's bid sees it.
+        for job_plan in plan.jobs:
+            view = self.views[job_plan.cluster_id]
+            for victim in job_plan.victims:
+                view.release(victim)
+            view.allocate(
+                (workload_id, job_plan.job),
+                priority,
+                self.now_us,
+                job_plan.gpus,
+                job_plan.cpu_hosts,
+            )
+        self.dispatching[msg.auction_id] = Dispatch(workload_id, plan, jobs)
+        self.decision(
+            "rms.dispatch",
+            {
+                "auction": msg.auction_id,
+                "workload": workload_id,
+                "victims": [list(v) for v in plan.victims],
+            },
+        )
+        for job_plan in plan.jobs:
+            self.send(
+                f"cm/{job_plan.cluster_id}",
+                ExecutePlan(
+                    auction_id=msg.auction_id,
+                    rms_epoch=self.fence.epoch,
+                    workload_id=workload_id,
+                    job=jobs[job_plan.job],
+                    priority=priority,
+                    gpus=job_plan.gpus,
+                    cpu_hosts=job_plan.cpu_hosts,
+                    victims=job_plan.victims,
+                ),
+            )
+        self.set_timer(self.params.dispatch_timeout, _DispatchTimeout(msg.auction_id))
+
+    @on(PlanResult)
+    def plan_result(self, msg: PlanResult) -> None:
+        d = self.dispatching.get(msg.auction_id)
+        if d is None:
+            if msg.ok:  # a job started for a dispatch already given up: stop it
+                self._stop(msg.workload_id, msg.job, msg.cluster, "aborted", checkpoint=False)
+            return
+        d.results[msg.job] = msg.ok
+        if len(d.results) == len(d.plan.jobs):
+            self._settle(msg.auction_id, d)
+
+    @on(_DispatchTimeout)
+    def dispatch_timeout(self, msg: _DispatchTimeout) -> None:
+        d = self.dispatching.get(msg.auction_id)
+        if d is not None:
+            for job_plan in d.plan.jobs:
+                d.results.setdefault(job_plan.job, False)
+            self._settle(msg.auction_id, d)
+
+    def _settle(self, auction_id: int, d: Dispatch) -> None:
+        del self.dispatching[auction_id]
+        clusters = {jp.job: jp.cluster_id for jp in d.plan.jobs}
+        if all(d.results.values()):
+            self.live[d.workload_id] = Live(auction_id, clusters)
+            self._report(auction_id, d.workload_id, True, "")
+            return
+        # Gang: all or nothing. Stop what started; free what was reserved.
+        for job, ok in sorted(d.results.items()):
+            if ok:
+                self._stop(d.workload_id, job, clusters[job], "aborted", checkpoint=False)
+            else:
+                self.views[clusters[job]].release((d.workload_id, job))
+        refused = sorted(j for j, ok in d.results.items() if not ok)
+        self._report(auction_id, d.workload_id, False, f"refused: {', '.join(refused)}")
+
+    def _report(self, auction_id: int, workload_id: str, ok: bool, reason: str) -> None:
+        self.send(
+            "gms",
+            Dispatched(
+                auction_id=auction_id,
+                workload_id=workload_id,
+                region=self.params.region,
+                ok=ok,
+                reason=reason,
+            ),
+        )
+
+    def _stop(
+        self, workload_id: str, job: str, cluster: str, reason: EndReason, *, checkpoint: bool
+    ) -> None:
+        self.send(
+            f"cm/{cluster}",
+            StopJob(workload_id=workload_id, job=job, reason=reason, checkpoint=checkpoint),
+        )
+
+    # ---- running workloads -----------------------------------------------------------------
+    @on(JobEnded)
+    def job_ended(self, msg: JobEnded) -> None:
+        view = self.views.get(msg.cluster)
+        if view is not None:
+            view.release((msg.workload_id, msg.job))
+        live = self.live.get(msg.workload_id)
+        if live is None or msg.job not in live.clusters:
+            return
+        del live.clusters[msg.job]
+        if msg.reason != "done" and live.ending is None:
+            # One job of a gang is gone: the rest of the workload stops too.
+            live.ending = msg.reason
+            for job, cluster in sorted(live.clusters.items()):
+                self._stop(
+                    msg.workload_id, job, cluster, msg.reason, checkpoint=msg.reason == "preempted"
+                )
+        if not live.clusters:
+            del self.live[msg.workload_id]
+            self.send(
+                "gms",
+                WorkloadEnded(
+                    workload_id=msg.workload_id,
+                    auction_id=live.auction_id,
+                    region=self.params.region,
+                    reason=live.ending or "done",
+                ),
+            )
+
+
+def _request(workload_id: str, job: JobSpec, priority: int) -> JobRequest:
+    return JobRequest(
+        workload_id=workload_id,
+        job=job.name,
+        gpu_type=job.gpu_type,
+        gpus=job.gpus,
+        cpu_machines=job.cpu_machines,
+        priority=priority,
+    )
