@@ -84,8 +84,11 @@ class JobAgent(Actor):
         for timer in self.timers:
             self.cancel_timer(timer)
         progress = self._progress()
+        was_running = self.running_since is not None
         self.running_since = None
-        if msg.checkpoint and progress > self.saved_us:
+        if msg.checkpoint and was_running:
+            # Saved even without progress since the last one: a preempted job's
+            # machines are reused only after this checkpoint (invariant 6).
             await self.sleep(p.checkpoint_cost_us)
             await self._save(progress)
         self.send(

@@ -27,13 +27,19 @@ from emulator.registry import SystemBuild
 from emulator.rng import RngStreams
 from emulator.scenario import Duration, RegionSpec
 from store import catalog, fleet, queue
-from store.records import DataTable, WorkloadSpec
+from store.records import DataTable, Tenant, WorkloadSpec
 
 
 class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """`[system]` of a MAST scenario (besides `kind = "mast"`)."""
 
     world: str = "small"
+    # Scripted runs: an inline world, tenants, workloads and tables replace the
+    # preset and the generator (each independently).
+    world_model: WorldModel | None = None
+    tenant_list: list[Tenant] | None = None
+    workload_list: list[WorkloadSpec] | None = None
+    table_list: list[DataTable] | None = None
     tenants: int = 12
     # Arrival rate relative to the paper's per-GPU rate (1.0 = MAST-like load).
     load: float = 1.0
@@ -64,7 +70,7 @@ class MastSystem:
     Params: ClassVar[type[msgspec.Struct]] = MastParams
 
     def world(self, params: MastParams) -> WorldModel:
-        return preset(params.world)
+        return params.world_model or preset(params.world)
 
     def regions(self, params: MastParams) -> list[RegionSpec]:
         return region_specs(self.world(params))
@@ -83,11 +89,16 @@ class MastSystem:
     ) -> tuple[WorldModel, list[Any], list[WorkloadSpec], list[DataTable]]:
         world = self.world(params)
         rng = RngStreams(seed)
-        tenants = make_tenants(params.tenants, rng.stream("tenants"), world)
-        gen = msgspec.structs.replace(params.workload, load=params.load * load_for_world(world))
-        workloads, tables = generate(
-            gen, rng.stream("workload"), tenants=tenants, world=world, span_us=duration_us
-        )
+        tenants = params.tenant_list or make_tenants(params.tenants, rng.stream("tenants"), world)
+        if params.workload_list is not None:
+            workloads, tables = list(params.workload_list), list(params.table_list or [])
+        else:
+            gen = msgspec.structs.replace(params.workload, load=params.load * load_for_world(world))
+            workloads, tables = generate(
+                gen, rng.stream("workload"), tenants=tenants, world=world, span_us=duration_us
+            )
+            if params.table_list is not None:
+                tables = list(params.table_list)
         if params.data_placement == "colocated":
             hardware = {
                 r.name: set(r.gpu_machines) | ({"cpu"} if r.cpu_machines else set())

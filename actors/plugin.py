@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import actors.checkers  # noqa: F401  (registers MAST's invariant checkers)
 import scenarios
 from actors.lease_demo import LeaseCandidate, LeaseClient
 from actors.mast import MastSystem

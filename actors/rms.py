@@ -216,6 +216,7 @@ class RegionalScheduler(LeaseHolder):
             {
                 "auction": msg.auction_id,
                 "workload": workload_id,
+                "priority": priority,
                 "victims": [list(v) for v in plan.victims],
             },
         )
@@ -261,14 +262,19 @@ class RegionalScheduler(LeaseHolder):
             self.live[d.workload_id] = Live(auction_id, clusters)
             self._report(auction_id, d.workload_id, True, "")
             return
-        # Gang: all or nothing. Stop what started; free what was reserved.
+        # Gang: all or nothing. Free what was reserved for refused jobs and stop
+        # the started ones; the GMS hears of it only once nothing of it runs.
+        started = {job: clusters[job] for job, ok in d.results.items() if ok}
         for job, ok in sorted(d.results.items()):
-            if ok:
-                self._stop(d.workload_id, job, clusters[job], "aborted", checkpoint=False)
-            else:
+            if not ok:
                 self.views[clusters[job]].release((d.workload_id, job))
-        refused = sorted(j for j, ok in d.results.items() if not ok)
-        self._report(auction_id, d.workload_id, False, f"refused: {', '.join(refused)}")
+        if not started:
+            refused = ", ".join(sorted(d.results))
+            self._report(auction_id, d.workload_id, False, f"refused: {refused}")
+            return
+        self.live[d.workload_id] = Live(auction_id, started, ending="aborted")
+        for job, cluster in sorted(started.items()):
+            self._stop(d.workload_id, job, cluster, "aborted", checkpoint=False)
 
     def _report(self, auction_id: int, workload_id: str, ok: bool, reason: str) -> None:
         self.send(

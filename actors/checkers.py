@@ -1,0 +1,252 @@
+"""Invariant checkers of MAST's protocol, judged from the store's committed writes.
+
+Each reads store events (what the shared database accepted) and the RMS's
+dispatch decisions from the trace, online during a run and offline in
+`mastemu check`. Payloads arrive decoded: Structs as dicts, tuples as lists.
+
+- `allocation` (invariant 2): no GPU or CPU machine held by two running jobs;
+  a machine's GPUs never over-committed; a job never started twice at once.
+- `gang` (3): a workload is RUNNING only when all its jobs hold machines, and
+  goes back to the queue (or is done) only when none does.
+- `auction` (4): an auction has at most one winner, and a workload is awarded
+  only while it is queued (so it is never dispatched to two regions at once).
+- `preemption` (6): victims have strictly lower priority than the workload
+  that preempts them, and a running victim's machines are released only after
+  it saved a checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from emulator.invariants import register_checker
+from emulator.trace import TraceEvent
+from store.queue import QUEUED
+from store.records import GPUS_PER_MACHINE
+
+Key = tuple[str, str]
+
+
+class _StoreChecker:
+    """Dispatches store events by repository function name to `on_<name>` methods."""
+
+    name = ""
+    kinds: tuple[str, ...] = ("store",)
+    _routes: dict[str, str] = {}
+
+    def observe(self, event: TraceEvent) -> list[str]:
+        method = self._routes.get(event.type)
+        if method is None:
+            return []
+        handler: Callable[[Any, Any, TraceEvent], list[str]] = getattr(self, method)
+        args, result = event.payload
+        return handler(args, result, event)
+
+    def finish(self) -> list[str]:
+        return []
+
+
+class AllocationChecker(_StoreChecker):
+    name = "allocation"
+    _routes = {"fleet.start": "on_start", "fleet.release": "on_release"}
+
+    def __init__(self) -> None:
+        self.gpus: dict[str, dict[Key, int]] = {}
+        self.cpu: dict[str, Key] = {}
+        self.alive: dict[Key, tuple[list[tuple[str, int]], list[str]]] = {}
+
+    def on_start(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result is None:
+            return []
+        key = (args[2], args[3])
+        gpus = [(h, n) for h, n in args[6]]
+        cpus = list(args[7])
+        out = []
+        if key in self.alive:
+            out.append(f"{key[0]}/{key[1]} started again while it still holds machines")
+        for host, n in gpus:
+            held = self.gpus.setdefault(host, {})
+            held[key] = held.get(key, 0) + n
+            total = sum(held.values())
+            if total > GPUS_PER_MACHINE:
+                who = ", ".join(f"{w}/{j}" for w, j in sorted(held))
+                out.append(f"{host}: {total} GPUs allocated (of {GPUS_PER_MACHINE}) to {who}")
+        for host in cpus:
+            other = self.cpu.get(host)
+            if other is not None and other != key:
+                out.append(
+                    f"CPU machine {host} held by {other[0]}/{other[1]} and {key[0]}/{key[1]}"
+                )
+            self.cpu[host] = key
+        self.alive[key] = (gpus, cpus)
+        return out
+
+    def on_release(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if not result:
+            return []
+        key = (args[2], args[3])
+        gpus, cpus = self.alive.pop(key, ([], []))
+        for host, _n in gpus:
+            self.gpus.get(host, {}).pop(key, None)
+        for host in cpus:
+            if self.cpu.get(host) == key:
+                del self.cpu[host]
+        return []
+
+
+class GangChecker(_StoreChecker):
+    name = "gang"
+    _routes = {
+        "queue.submit": "on_submit",
+        "fleet.start": "on_start",
+        "fleet.release": "on_release",
+        "queue.transition": "on_transition",
+    }
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, set[str]] = {}
+        self.alive: dict[str, set[str]] = {}
+
+    def on_submit(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        spec = args[0]
+        self.jobs[spec["id"]] = {j["name"] for j in spec["jobs"]}
+        return []
+
+    def on_start(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result is not None:
+            self.alive.setdefault(args[2], set()).add(args[3])
+        return []
+
+    def on_release(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result:
+            self.alive.get(args[2], set()).discard(args[3])
+        return []
+
+    def on_transition(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if not result:
+            return []
+        workload, to_state = args[0], args[2]
+        alive = self.alive.get(workload, set())
+        if to_state == "RUNNING":
+            missing = sorted(self.jobs.get(workload, set()) - alive)
+            if missing:
+                return [f"{workload} RUNNING but jobs {missing} hold no machines"]
+        elif to_state in (*QUEUED, "DONE", "FAILED") and alive:
+            return [f"{workload} went to {to_state} while jobs {sorted(alive)} still hold machines"]
+        return []
+
+
+class AuctionChecker(_StoreChecker):
+    name = "auction"
+    _routes = {
+        "queue.submit": "on_submit",
+        "queue.award": "on_award",
+        "queue.transition": "on_transition",
+    }
+
+    def __init__(self) -> None:
+        self.state: dict[str, str] = {}
+        self.winner: dict[int, str] = {}
+
+    def on_submit(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result:
+            self.state[args[0]["id"]] = "PENDING"
+        return []
+
+    def on_award(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if not result:
+            return []
+        workload, auction, region = args[2], args[3], args[4]
+        out = []
+        first = self.winner.setdefault(auction, region)
+        if first != region:
+            out.append(f"auction {auction} has two winners: {first} and {region}")
+        state = self.state.get(workload)
+        if state not in QUEUED:
+            out.append(f"{workload} awarded to {region} while {state}")
+        self.state[workload] = "DISPATCHING"
+        return out
+
+    def on_transition(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result:
+            self.state[args[0]] = args[2]
+        return []
+
+
+class PreemptionChecker(_StoreChecker):
+    name = "preemption"
+    kinds = ("store", "decision")
+    _routes = {
+        "fleet.start": "on_start",
+        "fleet.state": "on_state",
+        "fleet.checkpoint": "on_checkpoint",
+        "fleet.release": "on_release",
+        "fleet.health": "on_health",
+    }
+
+    def __init__(self) -> None:
+        self.priority: dict[Key, int] = {}
+        self.hosts: dict[Key, set[str]] = {}
+        self.running: set[Key] = set()
+        # Victims told to stop, and whether they saved a checkpoint since.
+        self.victims: dict[Key, bool] = {}
+        self.failed_hosts: set[str] = set()
+
+    def observe(self, event: TraceEvent) -> list[str]:
+        if event.kind == "decision":
+            return self._dispatch(event.payload) if event.type == "rms.dispatch" else []
+        return super().observe(event)
+
+    def _dispatch(self, payload: dict[str, Any]) -> list[str]:
+        out = []
+        for w, j in payload["victims"]:
+            key = (w, j)
+            victim_priority = self.priority.get(key)
+            if victim_priority is not None and victim_priority <= payload["priority"]:
+                out.append(
+                    f"{payload['workload']} (priority {payload['priority']}) preempts "
+                    f"{w}/{j} of priority {victim_priority}"
+                )
+            if key in self.running:
+                self.victims[key] = False
+        return out
+
+    def on_start(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result is not None:
+            key = (args[2], args[3])
+            self.priority[key] = args[5]
+            self.hosts[key] = {h for h, _n in args[6]} | set(args[7])
+            self.running.discard(key)
+            self.victims.pop(key, None)
+        return []
+
+    def on_state(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result and args[4] == "RUNNING":
+            self.running.add((args[2], args[3]))
+        return []
+
+    def on_checkpoint(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        key = (args[1], args[2])
+        if result and key in self.victims:
+            self.victims[key] = True
+        return []
+
+    def on_health(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if not args[1]:
+            self.failed_hosts.update(args[0])
+        return []
+
+    def on_release(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if not result:
+            return []
+        key = (args[2], args[3])
+        self.running.discard(key)
+        saved = self.victims.pop(key, None)
+        if saved is False and not (self.hosts.get(key, set()) & self.failed_hosts):
+            return [f"preempted {key[0]}/{key[1]} released its machines before saving a checkpoint"]
+        return []
+
+
+for _checker in (AllocationChecker, GangChecker, AuctionChecker, PreemptionChecker):
+    register_checker(_checker.name, _checker)
