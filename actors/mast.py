@@ -66,8 +66,20 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
 
 class MastSystem:
-    kind: ClassVar[str] = "mast"
+    """The MAST system; tests register variants with deliberately broken actors."""
+
     Params: ClassVar[type[msgspec.Struct]] = MastParams
+
+    def __init__(
+        self,
+        kind: str = "mast",
+        *,
+        gms: type[Actor] = GlobalScheduler,
+        rms: type[Actor] = RegionalScheduler,
+        cm: type[Actor] = ClusterManager,
+    ) -> None:
+        self.kind = kind
+        self.classes = {"gms": gms, "rms": rms, "cm": cm}
 
     def world(self, params: MastParams) -> WorldModel:
         return params.world_model or preset(params.world)
@@ -116,7 +128,7 @@ class MastSystem:
             _actor(
                 "gms/0",
                 f"{first}/ctl0",
-                GlobalScheduler,
+                self.classes["gms"],
                 GMSParams(
                     regions=regions,
                     scan_interval=params.scan_interval,
@@ -133,7 +145,7 @@ class MastSystem:
                 _actor(
                     f"rms/{region}/0",
                     f"{region}/ctl0",
-                    RegionalScheduler,
+                    self.classes["rms"],
                     RMSParams(region=region, clusters=mine, lease=params.lease),
                 )
             )
@@ -145,7 +157,7 @@ class MastSystem:
                 _actor(
                     address,
                     f"{c.region}/ctl1",
-                    ClusterManager,
+                    self.classes["cm"],
                     CMParams(
                         cluster=c.id,
                         region=c.region,

@@ -38,7 +38,7 @@ class System(Protocol):
     seed is chosen); `build` is a pure function of the params and the seed.
     """
 
-    kind: ClassVar[str]
+    kind: str
     Params: ClassVar[type[msgspec.Struct]]
 
     def regions(self, params: Any) -> list[RegionSpec]: ...

@@ -277,7 +277,16 @@ def _path_of(error: msgspec.ValidationError) -> tuple[str, str]:
 
 
 def decode_scenario(text: str, source: str) -> Scenario:
-    """Decode and validate scenario TOML; raise `ScenarioError` on any problem."""
+    """Decode and validate a scenario (TOML, or JSON when the text starts with `{`).
+
+    Raises `ScenarioError` on any problem.
+    """
+    if text.lstrip().startswith("{"):
+        try:
+            raw = msgspec.json.decode(text)
+        except msgspec.DecodeError as error:
+            raise ScenarioError(source, "", f"not valid JSON: {error}") from None
+        return convert_scenario(raw, source)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
