@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from typing import Literal
 
 import msgspec
 
@@ -31,12 +32,13 @@ from actors.messages import (
     WorkloadEnded,
 )
 from actors.policies.credit import CreditParams, credit
+from actors.policies.federated import BindRequest, bind_all
 from actors.policies.quota import PendingWorkload, TenantQuota, quota_scan
 from emulator.actor import on
 from emulator.scenario import Duration
-from store import queue
-from store.queue import QUEUED
-from store.records import WorkloadSpec
+from store import fleet, queue
+from store.queue import QUEUED, QueueEntry
+from store.records import GPUS_PER_MACHINE, WorkloadSpec
 
 
 class GMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -46,6 +48,10 @@ class GMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     auction_deadline: Duration = Duration(2_000_000)
     usage_window: Duration = Duration(86_400_000_000)
     credit: CreditParams = CreditParams()
+    # "mast": late binding, an auction over every region. "federated" (§5.6
+    # baseline): early binding of each workload to the region with the lowest
+    # demand/supply of its hardware type; it then queues and runs there only.
+    binding: Literal["mast", "federated"] = "mast"
     lease: LeaseTiming = LeaseTiming()
 
 
@@ -72,6 +78,14 @@ class GlobalScheduler(LeaseHolder):
         self.specs: dict[str, WorkloadSpec] = {}
         self.usage: deque[tuple[int, dict[str, float]]] = deque()
         self.scans = 0
+        self.bound: dict[str, str | None] = {}
+        self.supply: dict[str | None, dict[str, float]] = {}
+        if self.params.binding == "federated":
+            for region, kinds in (await self.store(fleet.region_hardware)).items():
+                for kind, machines in kinds.items():
+                    unit = GPUS_PER_MACHINE if kind != "cpu" else 1
+                    key = None if kind == "cpu" else kind
+                    self.supply.setdefault(key, {})[region] = float(machines * unit)
         self.set_timer(self.params.first_scan, _Scan())
 
     @on(Submitted)
@@ -129,6 +143,8 @@ class GlobalScheduler(LeaseHolder):
             for e in queued
         ]
         ranked = quota_scan(pending, self.tenants, running)
+        if self.params.binding == "federated":
+            self._bind(queued, active)
         if self.fence is not None:
             await self.store(
                 queue.rank,
@@ -158,6 +174,34 @@ class GlobalScheduler(LeaseHolder):
         all_avg = sum(avg.values()) / len(avg) if avg else 0.0
         return avg, all_avg
 
+    def _bind(self, queued: list[QueueEntry], active: list[QueueEntry]) -> None:
+        """Early binding of newly queued workloads, in arrival order (federated)."""
+        demand: dict[str | None, dict[str, float]] = {}
+
+        def add(spec: WorkloadSpec, region: str | None) -> None:
+            kind, amount = _main_hardware(spec)
+            if region is not None:
+                per = demand.setdefault(kind, {})
+                per[region] = per.get(region, 0.0) + amount
+
+        for entry in active:
+            add(self.specs[entry.id], entry.region)
+        new = []
+        for entry in queued:
+            if entry.id in self.bound:
+                add(self.specs[entry.id], self.bound[entry.id])
+            else:
+                new.append(entry)
+        requests = [
+            BindRequest(workload_id=e.id, gpu_type=kind, amount=amount)
+            for e in sorted(new, key=lambda e: (e.submitted_us, e.id))
+            for kind, amount in [_main_hardware(self.specs[e.id])]
+        ]
+        bindings, _ = bind_all(requests, demand, self.supply)
+        self.bound.update(bindings)
+        for workload_id, region in sorted(bindings.items()):
+            self.decision("federated.bind", {"workload": workload_id, "region": region})
+
     async def _auction(self, workload_id: str, priority: int) -> None:
         assert self.fence is not None
         spec = self.specs[workload_id]
@@ -174,6 +218,9 @@ class GlobalScheduler(LeaseHolder):
             deadline_us=self.now_us + self.params.auction_deadline,
         )
         regions = self.params.regions
+        if self.params.binding == "federated":
+            bound = self.bound.get(workload_id)
+            regions = [bound] if bound is not None else []
         replies = await self.gather(
             [(f"rms/{r}", opened) for r in regions], self.params.auction_deadline
         )
@@ -258,3 +305,12 @@ class GlobalScheduler(LeaseHolder):
             msg.auction_id,
             msg.reason == "preempted",
         )
+
+
+def _main_hardware(spec: WorkloadSpec) -> tuple[str | None, float]:
+    """A workload's main hardware for binding: its GPU type and GPUs, or CPU machines."""
+    gpu_jobs = [j for j in spec.jobs if j.gpus]
+    if gpu_jobs:
+        main = max(gpu_jobs, key=lambda j: (j.gpus, j.name))
+        return main.gpu_type, float(sum(j.gpus for j in gpu_jobs if j.gpu_type == main.gpu_type))
+    return None, float(spec.cpu_machines)

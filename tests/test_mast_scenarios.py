@@ -395,3 +395,31 @@ def test_a_machine_failure_restarts_the_job_on_a_spare_from_its_last_checkpoint(
     )
     assert second.payload[1] == [2, saved] and moved["from_us"] == saved > 0
     assert states(result)["J"] == ("DONE", 0)
+
+
+@pytest.mark.parametrize(
+    ("binding", "state", "region"), [("mast", "DONE", "east"), ("federated", "WAITING_DATA", None)]
+)
+def test_federated_early_binding_ignores_where_the_data_is(
+    tmp_path: Path, binding: str, state: str, region: str | None
+) -> None:
+    # L keeps half of east busy. H's data is only in east, which has room for it.
+    # MAST's auction finds east; the federated baseline binds H to west (demand/supply
+    # 0/32 against east's 16/32) and H can never run there.
+    raw = scenario(
+        [
+            workload("L", "lo", 0, job(gpus=16, work=10 * H)),
+            workload("H", "hi", 10 * MIN, job(gpus=8)),
+        ],
+        tables=[{"name": "t", "size_bytes": 1, "home_region": "east"}],
+        duration="2h",
+    )
+    raw["system"]["binding"] = binding
+    result, events = run(raw, tmp_path)
+    assert result.violations == []
+    assert states(result)["H"][0] == state
+    if binding == "federated":
+        assert {"workload": "H", "region": "west"} in decisions(events, "federated.bind")
+    else:
+        starts = store_events(events, "fleet.start", "H")
+        assert starts[0].payload[0][4] == "east/c0"
