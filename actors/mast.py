@@ -9,6 +9,8 @@ per dynamic cluster, on the regions' control hosts, plus the client.
 
 from __future__ import annotations
 
+import zlib
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import msgspec
@@ -20,7 +22,13 @@ from actors.leadership import LeaseTiming
 from actors.policies.credit import CreditParams
 from actors.policies.static_placement import colocate
 from actors.rms import RegionalScheduler, RMSParams
-from actors.workload import GeneratorParams, generate, load_for_world, make_tenants
+from actors.workload import (
+    GeneratorParams,
+    generate,
+    load_for_world,
+    make_tenants,
+    read_csv_trace,
+)
 from actors.world import WorldModel, machines, preset, region_specs, static_clusters
 from emulator.actor import Actor
 from emulator.registry import SystemBuild
@@ -39,6 +47,8 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     world_model: WorldModel | None = None
     tenant_list: list[Tenant] | None = None
     workload_list: list[WorkloadSpec] | None = None
+    # A CSV trace (format: `actors.workload.CSV_FORMAT`), relative to the scenario file.
+    workload_csv: str | None = None
     table_list: list[DataTable] | None = None
     tenants: int = 12
     # Arrival rate relative to the paper's per-GPU rate (1.0 = MAST-like load).
@@ -98,13 +108,21 @@ class MastSystem:
             + [f"cm/{c.id}/0" for c in clusters]
         )
 
+    def check(self, params: MastParams, base_dir: Path) -> None:
+        if params.workload_csv is not None:
+            read_csv_trace(base_dir / params.workload_csv)
+
     def generate(
-        self, params: MastParams, seed: int, duration_us: int
+        self, params: MastParams, seed: int, duration_us: int, base_dir: Path = Path()
     ) -> tuple[WorldModel, list[Any], list[WorkloadSpec], list[DataTable]]:
         world = self.world(params)
         rng = RngStreams(seed)
         tenants = params.tenant_list or make_tenants(params.tenants, rng.stream("tenants"), world)
-        if params.workload_list is not None:
+        if params.workload_csv is not None:
+            workloads = read_csv_trace(base_dir / params.workload_csv)
+            regions = [r.name for r in world.regions]
+            tables = _with_missing_tables(workloads, list(params.table_list or []), regions)
+        elif params.workload_list is not None:
             workloads, tables = list(params.workload_list), list(params.table_list or [])
         else:
             gen = msgspec.structs.replace(params.workload, load=params.load * load_for_world(world))
@@ -121,8 +139,10 @@ class MastSystem:
             tables = colocate(workloads, tables, hardware)
         return world, tenants, workloads, tables
 
-    def build(self, params: MastParams, seed: int, duration_us: int) -> SystemBuild:
-        world, tenants, workloads, tables = self.generate(params, seed, duration_us)
+    def build(
+        self, params: MastParams, seed: int, duration_us: int, base_dir: Path = Path()
+    ) -> SystemBuild:
+        world, tenants, workloads, tables = self.generate(params, seed, duration_us, base_dir)
         clusters, fleet_machines = static_clusters(world, machines(world))
         regions = [r.name for r in world.regions]
         first = regions[0]
@@ -188,3 +208,21 @@ class MastSystem:
 
 def _actor(address: str, host: str, cls: type[Actor], params: Any) -> tuple[str, str, int, Any]:
     return (address, host, 0, lambda: cls(address, params))
+
+
+def _with_missing_tables(
+    workloads: list[WorkloadSpec], tables: list[DataTable], regions: list[str]
+) -> list[DataTable]:
+    """Tables an imported workload names but no table list describes.
+
+    They get a nominal 1 GB size and a home region picked by a stable hash of
+    the name (never Python's `hash`, which changes between processes).
+    """
+    known = {t.name for t in tables}
+    missing = sorted({n for w in workloads for n in w.input_tables} - known)
+    return tables + [
+        DataTable(
+            name=n, size_bytes=1 << 30, home_region=regions[zlib.crc32(n.encode()) % len(regions)]
+        )
+        for n in missing
+    ]

@@ -124,12 +124,22 @@ def _plan_system(scenario: Scenario, source: str) -> tuple[System | None, Any, S
         known = ", ".join(sorted(SYSTEMS)) or "none"
         raise ScenarioError(source, "system.kind", f"unknown system {kind!r} ({known})")
     params = decode_params(system.Params, raw, source, "system")
+    try:
+        system.check(params, _base_dir(source))
+    except ValueError as error:
+        raise ScenarioError(source, "system", str(error)) from None
     regions = system.regions(params)
     if scenario.world is not None:
         regions = regions + list(scenario.world.regions)
     scenario = msgspec.structs.replace(scenario, world=WorldSpec(regions=regions))
     check_references(scenario, source, system.addresses(params))
     return system, params, scenario
+
+
+def _base_dir(source: str) -> Path:
+    """Where a scenario's relative file names are resolved: its own folder."""
+    path = Path(source)
+    return path.parent if path.is_file() else Path.cwd()
 
 
 def _factory(cls: type[Actor], address: str, params: Any) -> Callable[[], Actor]:
@@ -195,7 +205,9 @@ async def execute(
         for address, host, start_us, factory in plan.actors:
             kernel.spawn(address, host, factory, at_us=start_us)
         if plan.system is not None:
-            build = plan.system.build(plan.system_params, seed, int(scenario.duration))
+            build = plan.system.build(
+                plan.system_params, seed, int(scenario.duration), _base_dir(plan.source)
+            )
             await build.setup(store)
             for address, host, start_us, factory in build.actors:
                 kernel.spawn(address, host, factory, at_us=start_us)

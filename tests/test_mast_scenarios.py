@@ -423,3 +423,32 @@ def test_federated_early_binding_ignores_where_the_data_is(
     else:
         starts = store_events(events, "fleet.start", "H")
         assert starts[0].payload[0][4] == "east/c0"
+
+
+def test_a_csv_trace_is_imported_relative_to_the_scenario_file(tmp_path: Path) -> None:
+    from actors.workload import write_csv_trace
+    from emulator.cli import main
+    from store.records import JobSpec, WorkloadSpec
+
+    jobs = (JobSpec(name="trainer", gpu_type="A100", gpus=8, work_us=H, input_tables=("logs",)),)
+    write_csv_trace(
+        tmp_path / "trace.csv",
+        [WorkloadSpec(id=f"w{i}", tenant="hi", submit_at_us=i * MIN, jobs=jobs) for i in range(3)],
+    )
+    raw = scenario([])
+    del raw["system"]["workload_list"], raw["system"]["table_list"]
+    raw["system"]["workload_csv"] = "trace.csv"
+    raw["system"]["data_placement"] = "colocated"
+    raw["duration"] = "3h"
+    (tmp_path / "s.json").write_text(msgspec.json.encode(raw).decode())
+    assert main(["run", str(tmp_path / "s.json"), "--out", str(tmp_path / "r.db")]) == 0
+    with sqlite3.connect(tmp_path / "r.db") as c:
+        assert c.execute("SELECT id, state FROM workloads ORDER BY id").fetchall() == [
+            ("w0", "DONE"),
+            ("w1", "DONE"),
+            ("w2", "DONE"),
+        ]
+    # A malformed trace is bad input: exit 2 naming the file and line, no run database.
+    (tmp_path / "trace.csv").write_text("workload_id,tenant\nw0,hi\n")
+    assert main(["run", str(tmp_path / "s.json"), "--out", str(tmp_path / "bad.db")]) == 2
+    assert not (tmp_path / "bad.db").exists()
