@@ -12,8 +12,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from actors.policies.snapshot import ClusterSnapshot, MachineState, RunningJob
+from emulator.actor import Actor
+from store import fleet
 from store.fleet import Allocation, JobRow
 from store.records import Machine
+
+LIVE_STATES = ("STARTING", "RUNNING", "CHECKPOINTING")
 
 
 @dataclass
@@ -68,6 +72,16 @@ class ClusterView:
                 [a.host for a in allocs if a.cpu],
             )
         return view
+
+    @classmethod
+    async def fetch(cls, actor: Actor, cluster: str) -> ClusterView:
+        """Read a cluster's machines, allocations and live jobs through `actor`'s store calls."""
+        return cls.load(
+            cluster,
+            await actor.store(fleet.machines, cluster),
+            await actor.store(fleet.allocations, cluster),
+            await actor.store(fleet.jobs, cluster, LIVE_STATES),
+        )
 
     # ---- changes ---------------------------------------------------------------
     def allocate(

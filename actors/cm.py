@@ -79,17 +79,9 @@ class ClusterManager(LeaseHolder):
 
     async def on_start(self) -> None:
         p = self.params
-        self.role = f"cm/{p.cluster}"
         self.rms = f"rms/{p.region}"
-        self.fence = None
-        await self.acquire()
-        self.keep_renewing()
-        self.view = ClusterView.load(
-            p.cluster,
-            await self.store(fleet.machines, p.cluster),
-            await self.store(fleet.allocations, p.cluster),
-            await self.store(fleet.jobs, p.cluster, ("STARTING", "RUNNING", "CHECKPOINTING")),
-        )
+        await self.lead(f"cm/{p.cluster}")
+        self.view = await ClusterView.fetch(self, p.cluster)
         self.running: dict[tuple[str, str], Running] = {}
         self.pending: list[Pending] = []
         for row in await self.store(

@@ -65,10 +65,7 @@ class GlobalScheduler(LeaseHolder):
     params: GMSParams
 
     async def on_start(self) -> None:
-        self.role = "gms"
-        self.fence = None
-        await self.acquire()
-        self.keep_renewing()
+        await self.lead("gms")
         self.tenants = {
             t.name: TenantQuota(
                 name=t.name, priority=t.priority, gpu_quota=t.gpu_quota, cpu_quota=t.cpu_quota

@@ -65,6 +65,13 @@ class LeaseHolder(Actor):
         self.fence = Fence(self.role, self.address, lease.epoch)
         return self.fence
 
+    async def lead(self, role: str) -> None:
+        """Start contending for `role`: take the lease if free and keep renewing it."""
+        self.role = role
+        self.fence = None
+        await self.acquire()
+        self.keep_renewing()
+
     def keep_renewing(self) -> None:
         self.set_timer(self.timing.renew_every, RenewLease())
 

@@ -83,10 +83,7 @@ class RegionalScheduler(LeaseHolder):
 
     async def on_start(self) -> None:
         p = self.params
-        self.role = f"rms/{p.region}"
-        self.fence = None
-        await self.acquire()
-        self.keep_renewing()
+        await self.lead(f"rms/{p.region}")
         self.cache = ncache.empty()
         self.tentative: dict[int, tuple[AuctionOpen, WorkloadPlan]] = {}
         self.dispatching: dict[int, Dispatch] = {}
@@ -109,12 +106,7 @@ class RegionalScheduler(LeaseHolder):
         p = self.params
         self.views: dict[str, ClusterView] = {}
         for cluster in p.clusters:
-            self.views[cluster] = ClusterView.load(
-                cluster,
-                await self.store(fleet.machines, cluster),
-                await self.store(fleet.allocations, cluster),
-                await self.store(fleet.jobs, cluster, ("STARTING", "RUNNING", "CHECKPOINTING")),
-            )
+            self.views[cluster] = await ClusterView.fetch(self, cluster)
         self.ready = await self.store(catalog.ready_tables, p.region)
         self.gpu_types = {
             m.gpu_type for v in self.views.values() for m in v.machines.values() if m.gpu_type
