@@ -59,8 +59,9 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     checkpoint_cost: Duration = Duration(30_000_000)
     credit: CreditParams = CreditParams()
     lease: LeaseTiming = LeaseTiming()
-    # "mast" (auctions over every region) or "federated" (§5.6 early binding).
-    binding: Literal["mast", "federated"] = "mast"
+    # The scheduling policy: "mast" (auctions over every region) or "federated"
+    # (the §5.6 baseline: early binding to one region). `mastemu compare` varies it.
+    policy: Literal["mast", "federated"] = "mast"
     # "colocated": users placed each workload's tables together in a region with
     # its hardware (static placement, before Tetris); "home-only": every table
     # only in its home region, so multi-table workloads may wait for data.
@@ -156,7 +157,7 @@ class MastSystem:
                     scan_interval=params.scan_interval,
                     auction_deadline=params.auction_deadline,
                     credit=params.credit,
-                    binding=params.binding,
+                    binding=params.policy,
                     lease=params.lease,
                 ),
             ),

@@ -107,8 +107,28 @@ def build_parser() -> argparse.ArgumentParser:
     schema = sub.add_parser("schema", help="print the JSON Schema of scenario files")
     schema.add_argument("--out", type=Path, help="write to a file instead of stdout")
 
+    report = sub.add_parser(
+        "report", help="metrics of a recorded run", description="Report a run's metrics."
+    )
+    report.add_argument("db", type=Path, metavar="RUN.db")
+    report.add_argument("--json", action="store_true", help="print one JSON object")
+    report.add_argument("--html", type=Path, metavar="DIR", help="write an HTML page with plots")
+
+    compare = sub.add_parser(
+        "compare",
+        help="run one scenario under several policies",
+        description="Run a scenario once per policy (same world, same workload) and compare.",
+    )
+    compare.add_argument("scenario", metavar="SCENARIO|FILE")
+    compare.add_argument("--policies", required=True, help="comma-separated, e.g. mast,federated")
+    compare.add_argument("--seed", type=_seed, help="override the scenario's seed")
+    compare.add_argument("--until", type=_duration, metavar="T", help="stop at emulated time T")
+    compare.add_argument("--json", action="store_true", help='print {"runs": [reports]}')
+
     bench = sub.add_parser("bench", help="benchmarks (print JSON)", description="Benchmarks.")
-    bench.add_argument("target", choices=["kernel"])
+    bench.add_argument(
+        "target", help="kernel, or a benchmark of an emulated system (gms, rms, day…)"
+    )
     bench.add_argument("--json", action="store_true", help="print only the JSON object")
     bench.add_argument("--span", type=_duration, default=None, metavar="T", help="emulated span")
     return parser
@@ -123,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "export": cmd_export,
         "check": cmd_check,
         "schema": cmd_schema,
+        "report": cmd_report,
+        "compare": cmd_compare,
         "bench": cmd_bench,
     }
     try:
@@ -332,15 +354,84 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from emulator.bench import bench_kernel
+    from emulator.registry import BENCHES, load_plugins
 
-    report = bench_kernel(span_us=args.span)
-    print(
-        json.dumps(report, sort_keys=True)
-        if args.json
-        else json.dumps(report, indent=2, sort_keys=True)
-    )
+    load_plugins()
+    if args.target == "kernel":
+        from emulator.bench import bench_kernel
+
+        result = bench_kernel(span_us=args.span)
+    elif args.target in BENCHES:
+        result = BENCHES[args.target]({"span_us": args.span})
+    else:
+        known = ", ".join(["kernel", *sorted(BENCHES)])
+        raise BadInput(f"unknown benchmark {args.target!r} (known: {known})")
+    indent = None if args.json else 2
+    print(json.dumps(result, sort_keys=True, indent=indent))
     return EXIT_OK
+
+
+def _reporter_for(db: Path) -> Any:
+    """The reporter of the system a recorded run emulated."""
+    from emulator.registry import REPORTERS, load_plugins
+    from emulator.replay import run_meta
+    from emulator.scenario import parse_raw
+
+    load_plugins()
+    meta = asyncio.run(run_meta(db))
+    raw = parse_raw(meta.scenario_text, f"{db} (stored scenario)")
+    kind = raw.get("system", {}).get("kind") if isinstance(raw, dict) else None
+    reporter = REPORTERS.get(kind) if isinstance(kind, str) else None
+    if reporter is None:
+        raise BadInput(f"{db}: no report for this run (its scenario emulates no system with one)")
+    return reporter
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    _open_run(args.db)
+    reporter = _reporter_for(args.db)
+    report = asyncio.run(reporter.report(args.db))
+    if args.html:
+        page = reporter.render_html(report, args.db, args.html)
+        print(f"html: {page}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report, sort_keys=True))
+    else:
+        print(reporter.render_text([report]))
+    return EXIT_VIOLATION if report.get("invariant_violations") else EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from emulator.runner import execute, plan_run
+    from emulator.scenario import convert_scenario, parse_raw
+
+    _, text, source = resolve_scenario(args.scenario)
+    raw = parse_raw(text, source)
+    if not isinstance(raw, dict) or not isinstance(raw.get("system"), dict):
+        raise BadInput(f"{source}: compare needs a scenario with a [system]")
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if not policies:
+        raise BadInput("--policies: name at least one policy")
+    dbs = []
+    for policy in policies:
+        variant = {**raw, "system": {**raw["system"], "policy": policy}}
+        variant_text = json.dumps(variant, sort_keys=True)
+        scenario = convert_scenario(variant, f"{source} (policy {policy})")
+        plan = plan_run(scenario, variant_text, f"{source} (policy {policy})")
+        seed = scenario.seed if args.seed is None else args.seed
+        out = Path("runs") / f"{scenario.name}-{policy}-{seed}.db"
+        result = asyncio.run(execute(plan, seed=seed, out=out, until_us=args.until))
+        print(
+            f"{policy}: {result.status}  trace-hash: {result.trace_hash}  ({out})", file=sys.stderr
+        )
+        dbs.append(out)
+    reporter = _reporter_for(dbs[0])
+    reports = [asyncio.run(reporter.report(db)) for db in dbs]
+    if args.json:
+        print(json.dumps({"runs": reports}, sort_keys=True))
+    else:
+        print(reporter.render_text(reports))
+    return EXIT_VIOLATION if any(r.get("invariant_violations") for r in reports) else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -52,8 +52,29 @@ class System(Protocol):
     def build(self, params: Any, seed: int, duration_us: int, base_dir: Path) -> SystemBuild: ...
 
 
+class Reporter(Protocol):
+    """Turns a run database of one system into a report (`mastemu report`, `compare`)."""
+
+    async def report(self, db: Path) -> dict[str, Any]:
+        """The report as one JSON-able object."""
+        ...
+
+    def render_text(self, reports: list[dict[str, Any]]) -> str:
+        """A table for the terminal: one report, or several side by side."""
+        ...
+
+    def render_html(self, report: dict[str, Any], db: Path, out_dir: Path) -> Path:
+        """Write an HTML page with plots into `out_dir`; return its path."""
+        ...
+
+
+# A benchmark takes its options (e.g. {"span_us": …}) and returns one JSON object.
+Bench = Callable[[dict[str, Any]], dict[str, Any]]
+
 ACTOR_KINDS: dict[str, type[Actor]] = {}
 SYSTEMS: dict[str, System] = {}
+REPORTERS: dict[str, Reporter] = {}
+BENCHES: dict[str, Bench] = {}
 SCENARIO_DIRS: list[Path] = []
 _loaded = False
 
@@ -68,6 +89,14 @@ def register_actor(cls: type[Actor]) -> type[Actor]:
 
 def register_system(system: System) -> None:
     SYSTEMS[system.kind] = system
+
+
+def register_reporter(system_kind: str, reporter: Reporter) -> None:
+    REPORTERS[system_kind] = reporter
+
+
+def register_bench(name: str, bench: Bench) -> None:
+    BENCHES[name] = bench
 
 
 def register_scenario_dir(path: Path) -> None:

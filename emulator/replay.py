@@ -271,6 +271,15 @@ def _fault_key(payload: Any) -> Any:
     return payload
 
 
+async def run_meta(db: Path) -> Any:
+    """The run's metadata (scenario text, seed, status…); ScenarioError if not a run."""
+    store = await _open_run(db)
+    try:
+        return await get_run_meta(store)
+    finally:
+        await store.close()
+
+
 # ---- offline check -----------------------------------------------------------
 async def check(db: Path, out: TextIO | None = None) -> int:
     """Re-run the scenario's invariant checkers over the recorded trace."""

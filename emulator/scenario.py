@@ -276,22 +276,22 @@ def _path_of(error: msgspec.ValidationError) -> tuple[str, str]:
     return path, message
 
 
-def decode_scenario(text: str, source: str) -> Scenario:
-    """Decode and validate a scenario (TOML, or JSON when the text starts with `{`).
-
-    Raises `ScenarioError` on any problem.
-    """
+def parse_raw(text: str, source: str) -> Any:
+    """A scenario's text (TOML, or JSON when it starts with `{`) as plain data."""
     if text.lstrip().startswith("{"):
         try:
-            raw = msgspec.json.decode(text)
+            return msgspec.json.decode(text)
         except msgspec.DecodeError as error:
             raise ScenarioError(source, "", f"not valid JSON: {error}") from None
-        return convert_scenario(raw, source)
     try:
-        raw = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ScenarioError(source, "", f"not valid TOML: {error}") from None
-    return convert_scenario(raw, source)
+
+
+def decode_scenario(text: str, source: str) -> Scenario:
+    """Decode and validate a scenario; raise `ScenarioError` on any problem."""
+    return convert_scenario(parse_raw(text, source), source)
 
 
 def convert_scenario(raw: Any, source: str) -> Scenario:

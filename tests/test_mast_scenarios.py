@@ -414,7 +414,7 @@ def test_federated_early_binding_ignores_where_the_data_is(
         tables=[{"name": "t", "size_bytes": 1, "home_region": "east"}],
         duration="2h",
     )
-    raw["system"]["binding"] = binding
+    raw["system"]["policy"] = binding
     result, events = run(raw, tmp_path)
     assert result.violations == []
     assert states(result)["H"][0] == state
