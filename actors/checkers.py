@@ -13,6 +13,16 @@ dispatch decisions from the trace, online during a run and offline in
 - `preemption` (6): victims have strictly lower priority than the workload
   that preempts them, and a running victim's machines are released only after
   it saved a checkpoint.
+- `colocation` (5): a job starts only in a region holding ready replicas of
+  all its input tables, on machines of its GPU type.
+- `quota` (7): a workload ranked within quota fits its tenant's quota on top
+  of what the tenant runs and what it was ranked within quota before it.
+- `no-lost-workload` (8): every submitted workload is in exactly one state;
+  state changes start from the state it is in; at the end nothing sits
+  RUNNING with none of its jobs holding machines.
+
+The starting facts (machines, tenants, catalog) come from the system's
+`setup` trace events, so a run database can be checked on its own.
 """
 
 from __future__ import annotations
@@ -248,5 +258,230 @@ class PreemptionChecker(_StoreChecker):
         return []
 
 
-for _checker in (AllocationChecker, GangChecker, AuctionChecker, PreemptionChecker):
+class _FactsChecker(_StoreChecker):
+    """A checker that also reads the system's starting facts (`setup` events)."""
+
+    kinds: tuple[str, ...] = ("store", "setup")
+
+    def observe(self, event: TraceEvent) -> list[str]:
+        if event.kind == "setup":
+            self.on_setup(event.type, event.payload)
+            return []
+        return super().observe(event)
+
+    def on_setup(self, type_: str, payload: Any) -> None:
+        """Subclasses keep the facts they need."""
+
+
+class ColocationChecker(_FactsChecker):
+    name = "colocation"
+    _routes = {
+        "queue.submit": "on_submit",
+        "catalog.replica": "on_replica",
+        "fleet.start": "on_start",
+    }
+
+    def __init__(self) -> None:
+        self.machines: dict[str, tuple[str, str | None]] = {}
+        self.ready: dict[str, set[str]] = {}
+        self.jobs: dict[Key, tuple[str | None, list[str]]] = {}
+
+    def on_setup(self, type_: str, payload: Any) -> None:
+        if type_ == "machines":
+            self.machines = {h: (region, gpu_type) for h, (region, gpu_type, _g) in payload.items()}
+        elif type_ == "catalog":
+            for table, regions in payload.items():
+                self.ready.setdefault(table, set()).update(regions)
+
+    def on_submit(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        spec = args[0]
+        for job in spec["jobs"]:
+            self.jobs[(spec["id"], job["name"])] = (
+                job.get("gpu_type") if job.get("gpus") else None,
+                list(job.get("input_tables", [])),
+            )
+        return []
+
+    def on_replica(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        table, region, state = args[0], args[1], args[2]
+        regions = self.ready.setdefault(table, set())
+        if state == "ready":
+            regions.add(region)
+        else:
+            regions.discard(region)
+        return []
+
+    def on_start(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result is None or not self.machines:
+            return []
+        key = (args[2], args[3])
+        gpu_type, tables = self.jobs.get(key, (None, []))
+        hosts = [h for h, _n in args[6]] + list(args[7])
+        regions = {self.machines[h][0] for h in hosts if h in self.machines}
+        out = []
+        for region in sorted(regions):
+            missing = [t for t in tables if region not in self.ready.get(t, set())]
+            if missing:
+                out.append(f"{key[0]}/{key[1]} started in {region} without ready {missing}")
+        wrong = sorted(
+            h for h, _n in args[6] if self.machines.get(h, (None, gpu_type))[1] != gpu_type
+        )
+        if wrong:
+            out.append(f"{key[0]}/{key[1]} needs {gpu_type} but got {wrong}")
+        return out
+
+
+class QuotaChecker(_FactsChecker):
+    name = "quota"
+    _routes = {
+        "queue.submit": "on_submit",
+        "queue.award": "on_award",
+        "queue.transition": "on_transition",
+        "queue.rank": "on_rank",
+    }
+
+    def __init__(self) -> None:
+        self.quota: dict[str, tuple[int, int]] = {}
+        self.need: dict[str, tuple[str, int, int]] = {}
+        self.active: set[str] = set()
+
+    def on_setup(self, type_: str, payload: Any) -> None:
+        if type_ == "tenants":
+            self.quota = {name: (gpu, cpu) for name, (_p, gpu, cpu) in payload.items()}
+
+    def on_submit(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        spec = args[0]
+        gpus = sum(j.get("gpus", 0) for j in spec["jobs"])
+        cpus = sum(j.get("cpu_machines", 0) for j in spec["jobs"])
+        self.need[spec["id"]] = (spec["tenant"], gpus, cpus)
+        return []
+
+    def on_award(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result:
+            self.active.add(args[2])
+        return []
+
+    def on_transition(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result:
+            if args[2] in ("DISPATCHING", "RUNNING"):
+                self.active.add(args[0])
+            else:
+                self.active.discard(args[0])
+        return []
+
+    def on_rank(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if not result or not self.quota:
+            return []
+        used: dict[str, list[int]] = {}
+        for wid in self.active:
+            tenant, gpus, cpus = self.need[wid]
+            u = used.setdefault(tenant, [0, 0])
+            u[0] += gpus
+            u[1] += cpus
+        out = []
+        # The quota scan walks workloads by credit, highest first (ties by id).
+        for wid, _priority, _credit, within in sorted(args[2], key=lambda r: (-r[2], r[0])):
+            if not within:
+                continue
+            tenant, gpus, cpus = self.need[wid]
+            u = used.setdefault(tenant, [0, 0])
+            gpu_quota, cpu_quota = self.quota.get(tenant, (0, 0))
+            if u[0] + gpus > gpu_quota or u[1] + cpus > cpu_quota:
+                out.append(
+                    f"{wid} ranked within quota but {tenant} would use "
+                    f"{u[0] + gpus}/{gpu_quota} GPUs, {u[1] + cpus}/{cpu_quota} CPU machines"
+                )
+            u[0] += gpus
+            u[1] += cpus
+        return out
+
+
+class LostWorkloadChecker(_StoreChecker):
+    name = "no-lost-workload"
+    # A workload RUNNING with nothing running this long is lost, not in transit.
+    grace_us = 600_000_000
+    _routes = {
+        "queue.submit": "on_submit",
+        "queue.award": "on_award",
+        "queue.transition": "on_transition",
+        "fleet.start": "on_start",
+        "fleet.release": "on_release",
+    }
+
+    def __init__(self) -> None:
+        self.state: dict[str, str] = {}
+        self.alive: dict[str, set[str]] = {}
+        self.idle_since: dict[str, int] = {}
+        self.now_us = 0
+
+    def observe(self, event: TraceEvent) -> list[str]:
+        self.now_us = event.t_us
+        return super().observe(event)
+
+    def on_submit(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        wid = args[0]["id"]
+        if result:
+            if wid in self.state:
+                return [f"{wid} submitted twice"]
+            self.state[wid] = "PENDING"
+        elif wid not in self.state:
+            return [f"{wid} refused by the queue but never entered it"]
+        return []
+
+    def on_award(self, args: list[Any], result: Any, event: TraceEvent) -> list[str]:
+        if not result:
+            return []
+        wid = args[2]
+        before = self.state.get(wid)
+        self.state[wid] = "DISPATCHING"
+        if before not in QUEUED:
+            return [f"{wid} awarded from state {before}"]
+        return []
+
+    def on_transition(self, args: list[Any], result: Any, event: TraceEvent) -> list[str]:
+        if not result:
+            return []
+        wid, from_states, to_state = args[0], args[1], args[2]
+        before = self.state.get(wid)
+        self.state[wid] = to_state
+        self._idle(wid)
+        if before not in from_states:
+            return [f"{wid} moved {from_states}→{to_state} while the checker saw it {before}"]
+        return []
+
+    def on_start(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result is not None:
+            self.alive.setdefault(args[2], set()).add(args[3])
+            self._idle(args[2])
+        return []
+
+    def on_release(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result:
+            self.alive.get(args[2], set()).discard(args[3])
+            self._idle(args[2])
+        return []
+
+    def _idle(self, wid: str) -> None:
+        if self.state.get(wid) == "RUNNING" and not self.alive.get(wid):
+            self.idle_since.setdefault(wid, self.now_us)
+        else:
+            self.idle_since.pop(wid, None)
+
+    def finish(self) -> list[str]:
+        return [
+            f"{wid} is RUNNING but none of its jobs has held machines since {since} µs"
+            for wid, since in sorted(self.idle_since.items())
+            if self.now_us - since > self.grace_us
+        ]
+
+
+for _checker in (
+    AllocationChecker,
+    GangChecker,
+    AuctionChecker,
+    PreemptionChecker,
+    ColocationChecker,
+    QuotaChecker,
+    LostWorkloadChecker,
+):
     register_checker(_checker.name, _checker)

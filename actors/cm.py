@@ -203,7 +203,7 @@ class ClusterManager(LeaseHolder):
         self.running[key] = Running(job, priority, attempt, agent, auction_id)
 
     def _result(self, msg: ExecutePlan, ok: bool, reason: str) -> None:
-        self.send(
+        self.send_reliably(
             self.rms,
             PlanResult(
                 auction_id=msg.auction_id,
@@ -230,7 +230,7 @@ class ClusterManager(LeaseHolder):
         key = (msg.workload_id, msg.job)
         for plan in [p for p in self.pending if (p.msg.workload_id, p.msg.job.name) == key]:
             self.pending.remove(plan)
-            self.send(
+            self.send_reliably(
                 self.rms,
                 JobEnded(
                     workload_id=key[0], job=key[1], cluster=self.params.cluster, reason=msg.reason
@@ -273,7 +273,7 @@ class ClusterManager(LeaseHolder):
             await self.store(fleet.release_job, self.fence, self.now_us, key[0], key[1], state)
         self.running.pop(key, None)
         self.view.release(key)
-        self.send(
+        self.send_reliably(
             self.rms,
             JobEnded(workload_id=key[0], job=key[1], cluster=self.params.cluster, reason=reason),
         )
@@ -332,7 +332,7 @@ class ClusterManager(LeaseHolder):
             )
         if started is None or not isinstance(plan, JobPlan):
             self.decision("cm.job-lost", {"workload": key[0], "job": key[1]})
-            self.send(
+            self.send_reliably(
                 self.rms,
                 JobEnded(
                     workload_id=key[0], job=key[1], cluster=self.params.cluster, reason="failed"

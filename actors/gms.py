@@ -243,7 +243,8 @@ class GlobalScheduler(LeaseHolder):
             epoch = self.fence.epoch if self.fence else 0
             for bid in bids:
                 if won and bid is winner:
-                    self.send(
+                    # Reliable: a lost award would leave the workload DISPATCHING forever.
+                    self.send_reliably(
                         f"rms/{bid.region}",
                         Award(auction_id=auction_id, gms_epoch=epoch, workload_id=workload_id),
                     )

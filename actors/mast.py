@@ -10,6 +10,7 @@ per dynamic cluster, on the regions' control hosts, plus the client.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -191,11 +192,12 @@ class MastSystem:
                 )
             )
 
-        async def setup(store: Any) -> None:
+        async def setup(store: Any, record: Callable[[str, Any], None]) -> None:
             await queue.put_tenants(store, tenants)
             await fleet.put_clusters(store, clusters)
             await fleet.put_machines(store, fleet_machines)
             await catalog.put_tables(store, tables)
+            _record_facts(record, tenants, fleet_machines, tables)
 
         roles = ["gms"] + [f"rms/{r}" for r in regions] + [f"cm/{c.id}" for c in clusters]
         return SystemBuild(
@@ -205,6 +207,18 @@ class MastSystem:
             hardware_watchers=tuple(cms),
             summary={"workloads": len(workloads), "tables": len(tables), "gpus": world.gpus},
         )
+
+
+def _record_facts(
+    record: Callable[[str, Any], None],
+    tenants: list[Any],
+    fleet_machines: list[Any],
+    tables: list[DataTable],
+) -> None:
+    """The starting facts, for the invariant checkers (online and offline)."""
+    record("tenants", {t.name: [t.priority, t.gpu_quota, t.cpu_quota] for t in tenants})
+    record("machines", {m.host: [m.region, m.gpu_type, m.gpus] for m in fleet_machines})
+    record("catalog", {t.name: sorted({t.home_region, *t.replicas}) for t in tables})
 
 
 def _actor(address: str, host: str, cls: type[Actor], params: Any) -> tuple[str, str, int, Any]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from actors.cluster_view import ClusterView
+from actors.cluster_view import LIVE_STATES, ClusterView
 from actors.leadership import LeaseHolder, LeaseTiming
 from actors.messages import (
     Abstain,
@@ -89,17 +89,40 @@ class RegionalScheduler(LeaseHolder):
         self.dispatching: dict[int, Dispatch] = {}
         self.live: dict[str, Live] = {}
         await self._refresh()
-        # Rebuild which workloads run here from the store (their jobs' clusters).
+        await self._rebuild()
+
+    async def _rebuild(self) -> None:
+        """Which workloads run here, from the store; report those that ended unseen.
+
+        A workload the queue holds as RUNNING or DISPATCHING in this region but
+        none of whose jobs still holds machines ended while no RMS was leading
+        (or its report was lost with a crashed RMS): report it now.
+        """
+        p = self.params
+        by_workload: dict[str, dict[str, tuple[str, str]]] = {}
+        for cluster in p.clusters:
+            for row in await self.store(fleet.jobs, cluster):
+                by_workload.setdefault(row.workload_id, {})[row.job] = (cluster, row.state)
         for entry in await self.store(queue.in_states, ("DISPATCHING", "RUNNING")):
             if entry.region != p.region or entry.auction_id is None:
                 continue
-            clusters: dict[str, str] = {}
-            for cluster in p.clusters:
-                for row in await self.store(fleet.jobs, cluster, ("STARTING", "RUNNING")):
-                    if row.workload_id == entry.id:
-                        clusters[row.job] = cluster
-            if clusters:
-                self.live[entry.id] = Live(entry.auction_id, clusters)
+            jobs = by_workload.get(entry.id, {})
+            live = {job: c for job, (c, state) in jobs.items() if state in LIVE_STATES}
+            if live:
+                self.live[entry.id] = Live(entry.auction_id, live)
+            elif entry.state == "DISPATCHING":
+                self._report(entry.auction_id, entry.id, False, "RMS restarted mid-dispatch")
+            else:
+                done = jobs and all(state == "DONE" for _, state in jobs.values())
+                self.send_reliably(
+                    "gms",
+                    WorkloadEnded(
+                        workload_id=entry.id,
+                        auction_id=entry.auction_id,
+                        region=p.region,
+                        reason="done" if done else "failed",
+                    ),
+                )
 
     async def _refresh(self) -> None:
         """Reload the region's clusters and catalog from the store."""
@@ -183,6 +206,9 @@ class RegionalScheduler(LeaseHolder):
 
     @on(Award)
     async def award(self, msg: Award) -> None:
+        live = self.live.get(msg.workload_id)
+        if msg.auction_id in self.dispatching or (live and live.auction_id == msg.auction_id):
+            return  # a resent award for a dispatch already under way
         tentative = self.tentative.pop(msg.auction_id, None)
         if tentative is None or self.fence is None:
             self._report(msg.auction_id, msg.workload_id, False, "no tentative plan")
@@ -190,11 +216,11 @@ class RegionalScheduler(LeaseHolder):
         opened, plan = tentative
         workload_id, priority = opened.workload_id, opened.priority
         jobs = {job.name: job for job in opened.jobs}
-        # Reserve in the view at once, so the next auction's bid sees it.
+        # Reserve in the view at once, so the next auction's bid sees it. Victims
+        # keep their machines in the view until their JobEnded: they hold them
+        # until their checkpoint is saved.
         for job_plan in plan.jobs:
             view = self.views[job_plan.cluster_id]
-            for victim in job_plan.victims:
-                view.release(victim)
             view.allocate(
                 (workload_id, job_plan.job),
                 priority,
@@ -213,7 +239,7 @@ class RegionalScheduler(LeaseHolder):
             },
         )
         for job_plan in plan.jobs:
-            self.send(
+            self.send_reliably(
                 f"cm/{job_plan.cluster_id}",
                 ExecutePlan(
                     auction_id=msg.auction_id,
@@ -232,6 +258,9 @@ class RegionalScheduler(LeaseHolder):
     def plan_result(self, msg: PlanResult) -> None:
         d = self.dispatching.get(msg.auction_id)
         if d is None:
+            live = self.live.get(msg.workload_id)
+            if live is not None and live.auction_id == msg.auction_id:
+                return  # already settled: a report repeated across a restart
             if msg.ok:  # a job started for a dispatch already given up: stop it
                 self._stop(msg.workload_id, msg.job, msg.cluster, "aborted", checkpoint=False)
             return
@@ -269,7 +298,7 @@ class RegionalScheduler(LeaseHolder):
             self._stop(d.workload_id, job, cluster, "aborted", checkpoint=False)
 
     def _report(self, auction_id: int, workload_id: str, ok: bool, reason: str) -> None:
-        self.send(
+        self.send_reliably(
             "gms",
             Dispatched(
                 auction_id=auction_id,
@@ -283,7 +312,7 @@ class RegionalScheduler(LeaseHolder):
     def _stop(
         self, workload_id: str, job: str, cluster: str, reason: EndReason, *, checkpoint: bool
     ) -> None:
-        self.send(
+        self.send_reliably(
             f"cm/{cluster}",
             StopJob(workload_id=workload_id, job=job, reason=reason, checkpoint=checkpoint),
         )
@@ -307,7 +336,7 @@ class RegionalScheduler(LeaseHolder):
                 )
         if not live.clusters:
             del self.live[msg.workload_id]
-            self.send(
+            self.send_reliably(
                 "gms",
                 WorkloadEnded(
                     workload_id=msg.workload_id,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import random
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -19,11 +20,25 @@ import msgspec
 
 from emulator.commands import RECEIVE_ANY, TIMED_OUT, Envelope, Receive, Sleep, StoreCall
 from emulator.errors import CallTimeout
+from emulator.sysmsg import Delivered, Reliable, Resend
 
 if TYPE_CHECKING:
     from emulator.kernel import Kernel, Slot
 
 T = TypeVar("T")
+
+# At-least-once delivery (`send_reliably`): resend period, attempts, and how
+# many message keys a receiver remembers to drop duplicates.
+RESEND_US = 5_000_000
+RESENDS_MAX = 720
+SEEN_KEYS_MAX = 100_000
+_PLUMBING = frozenset({Reliable, Delivered, Resend})
+
+
+def _outbox_order(key: str) -> int:
+    return int(key.rsplit(".", 1)[1])
+
+
 Handler = Callable[[Any, Any], Any]
 
 
@@ -71,6 +86,11 @@ class Actor:
         self.params = params
         self.envelope: Envelope | None = None
         self._exiting = False
+        self._outbox: dict[str, tuple[str, Any, int]] = {}
+        self._outbox_seq = 0
+        self._resend_armed = False
+        self._seen: set[str] = set()
+        self._seen_order: deque[str] = deque()
         self._kernel: Kernel
         self._slot: Slot
 
@@ -90,15 +110,41 @@ class Actor:
         handlers = self._handlers
         while not self._exiting:
             env: Envelope = await RECEIVE_ANY
-            entry = handlers.get(type(env.msg))
+            msg = env.msg
+            kind = type(msg)
+            if kind in _PLUMBING:
+                msg = self._plumbing(env)
+                if msg is None:
+                    continue
+                kind = type(msg)
+            entry = handlers.get(kind)
             if entry is None:
                 self.on_unhandled(env)
                 continue
             self.envelope = env
             if entry[1]:
-                await entry[0](self, env.msg)
+                await entry[0](self, msg)
             else:
-                entry[0](self, env.msg)
+                entry[0](self, msg)
+
+    def _plumbing(self, env: Envelope) -> Any:
+        """Reliable delivery's own messages; returns a message to handle, or None."""
+        msg = env.msg
+        if type(msg) is Reliable:
+            self._kernel.send(self._slot, env.src, Delivered(msg.key), 0, 0)
+            if msg.key in self._seen:
+                return None
+            self._seen.add(msg.key)
+            self._seen_order.append(msg.key)
+            if len(self._seen_order) > SEEN_KEYS_MAX:
+                self._seen.discard(self._seen_order.popleft())
+            return msg.msg
+        if type(msg) is Delivered:
+            self._outbox.pop(msg.key, None)
+        elif type(msg) is Resend:
+            self._resend_armed = False
+            self._resend()
+        return None
 
     # ---- what actors use -------------------------------------------------
     @property
@@ -119,6 +165,35 @@ class Actor:
         if env is None:
             raise RuntimeError("reply() outside a handler")
         self._kernel.send(self._slot, env.src, msg, 0, env.corr)
+
+    def send_reliably(self, dst: str, msg: Any) -> None:
+        """Send `msg` at least once: resent every `RESEND_US` until acknowledged.
+
+        `dst` is resolved at every attempt, so after a failover the new leader
+        of a role gets it; the receiver handles it once (duplicates are
+        acknowledged and dropped). Gives up, traced, after `RESENDS_MAX`.
+        """
+        self._outbox_seq += 1
+        key = f"{self.address}#{self._slot.incarnation}.{self._outbox_seq}"
+        self._outbox[key] = (dst, msg, 0)
+        self._kernel.send(self._slot, dst, Reliable(key, msg), 0, 0)
+        self._arm_resend()
+
+    def _arm_resend(self) -> None:
+        if self._outbox and not self._resend_armed:
+            self._resend_armed = True
+            self.set_timer(RESEND_US, Resend())
+
+    def _resend(self) -> None:
+        for key in sorted(self._outbox, key=_outbox_order):
+            dst, msg, tries = self._outbox[key]
+            if tries >= RESENDS_MAX:
+                del self._outbox[key]
+                self.decision("reliable.gave-up", {"to": dst, "key": key})
+                continue
+            self._outbox[key] = (dst, msg, tries + 1)
+            self._kernel.send(self._slot, dst, Reliable(key, msg), 0, 0)
+        self._arm_resend()
 
     async def call(self, dst: str, msg: Any, timeout_us: int) -> Any:
         """Send a request and wait for its reply; raise `CallTimeout` after `timeout_us`.

@@ -31,7 +31,7 @@ from emulator.errors import EmulatorInternalError, ForeignAwait
 from emulator.network import Network
 from emulator.pacing import Pacer
 from emulator.rng import RngStreams
-from emulator.sysmsg import FlowDone, HostDown, HostUp
+from emulator.sysmsg import FlowDone, HostDown, HostUp, Reliable
 from emulator.trace import Tracer
 
 # Event codes in heap entries.
@@ -41,6 +41,13 @@ DELIVER, TIMER, WAKE, CALL = 0, 1, 2, 3
 DOWN, RUNNING, WAIT_RECV, WAIT_SLEEP, WAIT_STORE, EXITED = range(6)
 
 KERNEL_ID = 0
+
+
+def _type_name(msg: Any) -> str:
+    """A message's name in the trace; a reliable message is named by what it carries."""
+    if type(msg) is Reliable:
+        return type(msg.msg).__name__
+    return type(msg).__name__
 
 
 def _in_set(reply_to: int, wanted: int | frozenset[int]) -> bool:
@@ -308,7 +315,7 @@ class Kernel:
                 self.drops += 1
                 reason = "no-leader" if holder is None else "unknown-address"
                 self.tracer.record(
-                    self.now_us, "drop", src.address, dst, type(msg).__name__, (reason, msg)
+                    self.now_us, "drop", src.address, dst, _type_name(msg), (reason, msg)
                 )
                 return
         env = Envelope(src.address, dst, target.address, msg, self.now_us, corr, reply_to)
@@ -338,9 +345,7 @@ class Kernel:
 
     def trace_drop(self, env: Envelope, reason: str) -> None:
         self.drops += 1
-        self.tracer.record(
-            self.now_us, "drop", env.src, env.to, type(env.msg).__name__, (reason, env)
-        )
+        self.tracer.record(self.now_us, "drop", env.src, env.to, _type_name(env.msg), (reason, env))
 
     def _deliver(self, slot: Slot, env: Envelope) -> None:
         state = slot.state
@@ -356,7 +361,7 @@ class Kernel:
             self.trace_drop(env, "mailbox-full")
             return
         self.deliveries += 1
-        self.tracer.record(self.now_us, "deliver", env.src, env.to, type(env.msg).__name__, env)
+        self.tracer.record(self.now_us, "deliver", env.src, env.to, _type_name(env.msg), env)
         wanted = slot.wait_reply
         if (
             state == WAIT_RECV

@@ -26,7 +26,9 @@ class SystemBuild:
 
     actors: list[tuple[str, str, int, Callable[[], Actor]]]
     roles: list[str]
-    setup: Callable[[Any], Awaitable[None]]  # seeds the run's store before the first event
+    # Seeds the run's store before the first event: setup(store, record), where
+    # record(type, payload) puts a `setup` fact in the trace (checkers read them).
+    setup: Callable[[Any, Callable[[str, Any], None]], Awaitable[None]]
     hardware_watchers: tuple[str, ...] = ()
     summary: dict[str, Any] = field(default_factory=dict)
 

@@ -65,7 +65,10 @@ def _message_of(event: TraceEvent) -> Any:
     """The interesting part of a payload: a delivery's message, a drop's reason and message."""
     p = event.payload
     if event.kind == "deliver" and isinstance(p, dict):
-        return p.get("msg")
+        msg = p.get("msg")
+        if isinstance(msg, dict) and msg.get("type") == "Reliable":
+            return msg.get("msg")  # what a reliable message carries
+        return msg
     if event.kind == "drop" and isinstance(p, list) and len(p) == 2:
         inner = p[1].get("msg") if isinstance(p[1], dict) and "msg" in p[1] else p[1]
         return {"reason": p[0], "msg": inner}

@@ -208,7 +208,9 @@ async def execute(
             build = plan.system.build(
                 plan.system_params, seed, int(scenario.duration), _base_dir(plan.source)
             )
-            await build.setup(store)
+            await build.setup(
+                store, lambda type_, payload: tracer.record(0, "setup", "", "", type_, payload)
+            )
             for address, host, start_us, factory in build.actors:
                 kernel.spawn(address, host, factory, at_us=start_us)
             kernel.hardware_watchers = build.hardware_watchers

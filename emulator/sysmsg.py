@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 
@@ -21,3 +23,24 @@ class HostUp(msgspec.Struct, frozen=True, tag=True):
     """Kernel → hardware watchers: `node` is back."""
 
     node: str
+
+
+class Reliable(msgspec.Struct, frozen=True, tag=True):
+    """A message sent with `Actor.send_reliably`: resent until `Delivered(key)` returns.
+
+    The receiver's actor base acknowledges it and hands `msg` to the handler
+    of its type, once: a resent copy it has seen is acknowledged and dropped.
+    """
+
+    key: str
+    msg: Any
+
+
+class Delivered(msgspec.Struct, frozen=True, tag=True):
+    """Receiver → sender: the reliable message `key` arrived (stop resending it)."""
+
+    key: str
+
+
+class Resend(msgspec.Struct, frozen=True, tag=True):
+    """Self-timer: resend what is not yet acknowledged."""

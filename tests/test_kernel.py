@@ -384,3 +384,53 @@ def test_gather_collects_replies_until_its_deadline_and_late_ones_arrive_as_mess
     assert [r.n if r else None for r in asker.replies] == [1, None, 3]  # type: ignore[union-attr]
     assert asker.done_at == 10 * MS + S  # type: ignore[union-attr]
     assert asker.late == [2]  # type: ignore[union-attr]
+
+
+class Tally(Actor):
+    """Counts Pings by number; handlers run once per reliable message."""
+
+    kind = "test-tally"
+
+    async def on_start(self) -> None:
+        self.got: list[int] = []
+
+    @on(Ping)
+    def ping(self, msg: Ping) -> None:
+        self.got.append(msg.n)
+
+
+class Sender(Actor):
+    kind = "test-sender"
+
+    async def on_start(self) -> None:
+        for n in range(5):
+            self.send_reliably("tally", Ping(n))
+
+
+def test_reliable_messages_survive_a_down_receiver_and_arrive_once() -> None:
+    from emulator.faults import FaultInjector
+    from emulator.scenario import DuplicateFault, Duration
+
+    k = make_kernel()
+    spawn(k, Tally, "tally", "west/ctl0")
+    spawn(k, Sender, "sender", "east/ctl0", at_us=100 * MS)
+    # Down when the first copies arrive; every message is also duplicated on the WAN.
+    k.at(0, k.crash, "tally", "test", 7 * S)
+    FaultInjector(k).schedule(
+        [DuplicateFault(at=Duration(0), duration=Duration(60 * S), probability=1.0)]
+    )
+    run(k, 60 * S)
+    assert sorted(k.instance("tally").got) == [0, 1, 2, 3, 4]  # type: ignore[union-attr]
+    assert k.instance("sender")._outbox == {}  # type: ignore[union-attr]
+
+
+def test_reliable_delivery_gives_up_after_its_limit(monkeypatch: object) -> None:
+    import emulator.actor as actor_module
+
+    monkeypatch.setattr(actor_module, "RESENDS_MAX", 3)  # type: ignore[attr-defined]
+    k = make_kernel()
+    gave_up = record(k, "decision")
+    spawn(k, Sender, "sender", "east/ctl0")  # "tally" never exists: no leader, dropped
+    run(k, 60 * S)
+    assert len([e for e in gave_up if e.type == "reliable.gave-up"]) == 5
+    assert k.instance("sender")._outbox == {}  # type: ignore[union-attr]

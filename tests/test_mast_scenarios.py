@@ -32,7 +32,16 @@ from store.trace import iter_trace
 load_plugins()
 MIN = 60_000_000
 H = 60 * MIN
-CHECKERS = ["lease-safety", "allocation", "gang", "auction", "preemption"]
+CHECKERS = [
+    "lease-safety",
+    "allocation",
+    "gang",
+    "auction",
+    "preemption",
+    "colocation",
+    "quota",
+    "no-lost-workload",
+]
 
 
 def region(name: str) -> dict[str, Any]:
@@ -452,3 +461,110 @@ def test_a_csv_trace_is_imported_relative_to_the_scenario_file(tmp_path: Path) -
     (tmp_path / "trace.csv").write_text("workload_id,tenant\nw0,hi\n")
     assert main(["run", str(tmp_path / "s.json"), "--out", str(tmp_path / "bad.db")]) == 2
     assert not (tmp_path / "bad.db").exists()
+
+
+# ---- invariants 5, 7 and 8 ----------------------------------------------------------------------
+class DataBlindRMS(RegionalScheduler):
+    """Bids without checking that its region holds the workload's data."""
+
+    async def _refresh(self) -> None:
+        await super()._refresh()
+        self.ready = _Everything()
+
+
+class _Everything(set):  # type: ignore[type-arg]
+    def __ge__(self, other: object) -> bool:
+        return True
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+class GenerousGMS(GlobalScheduler):
+    """Believes every tenant's quota is a hundred times larger than it is."""
+
+    async def on_start(self) -> None:
+        await super().on_start()
+        self.tenants = {
+            n: msgspec.structs.replace(t, gpu_quota=t.gpu_quota * 100, cpu_quota=t.cpu_quota * 100)
+            for n, t in self.tenants.items()
+        }
+
+
+class ForgetfulGMS(GlobalScheduler):
+    """Drops the news that a workload was preempted (it never re-enters the queue)."""
+
+    async def ended(self, msg: Any) -> None:
+        if msg.reason != "preempted":
+            await super().ended(msg)
+
+
+def test_an_rms_that_ignores_where_data_is_is_caught_by_colocation(tmp_path: Path) -> None:
+    kind = _broken("mast-data-blind", rms=DataBlindRMS)
+    # The data is only in west, which L fills; east is free and (wrongly) bids.
+    raw = scenario(
+        [
+            workload("L", "lo", 0, job(gpus=32, work=5 * H, tables=("t",))),
+            workload("H", "hi", 20 * MIN, job(gpus=8, tables=("t",))),
+        ],
+        tables=[{"name": "t", "size_bytes": 1, "home_region": "west"}],
+        kind=kind,
+        duration="1h",
+    )
+    result, _ = run(raw, tmp_path)
+    assert any(
+        v[2] == "colocation" and "/trainer started in east without ready ['t']" in v[3]
+        for v in result.violations
+    )
+    assert _offline(result.out, "colocation")
+
+
+def test_a_gms_with_a_wrong_quota_view_is_caught_by_quota(tmp_path: Path) -> None:
+    kind = _broken("mast-generous", gms=GenerousGMS)
+    raw = scenario(
+        [workload("A", "small", 0, job(gpus=8)), workload("B", "small", 0, job(gpus=8))],
+        kind=kind,
+        duration="20m",
+    )
+    # Tenant "small" may use 8 GPUs at once: its second workload is over quota.
+    raw["system"]["tenant_list"].append(
+        {"name": "small", "priority": 2, "gpu_quota": 8, "cpu_quota": 0}
+    )
+    result, _ = run(raw, tmp_path)
+    assert any(v[2] == "quota" and "ranked within quota" in v[3] for v in result.violations)
+    assert _offline(result.out, "quota")
+
+
+def test_quota_holds_with_a_correct_gms(tmp_path: Path) -> None:
+    raw = scenario(
+        [workload("A", "small", 0, job(gpus=8)), workload("B", "small", 0, job(gpus=8))],
+        duration="20m",
+    )
+    raw["system"]["tenant_list"].append(
+        {"name": "small", "priority": 2, "gpu_quota": 8, "cpu_quota": 0}
+    )
+    result, events = run(raw, tmp_path)
+    assert result.violations == []
+    ranks = store_events(events, "queue.rank")
+    first = {wid: (priority, within) for wid, priority, _c, within in ranks[0].payload[0][2]}
+    # A fits the quota and keeps its tenant's priority; B would exceed it: lowest priority.
+    assert first == {"A": (2, True), "B": (7, False)}
+
+
+def test_a_gms_that_forgets_a_preempted_workload_is_caught_as_lost(tmp_path: Path) -> None:
+    kind = _broken("mast-forgetful", gms=ForgetfulGMS)
+    raw = scenario(
+        [
+            workload("L", "lo", 0, job(gpus=32, work=3 * H)),
+            workload("H", "hi", 60 * MIN, job(gpus=16)),
+        ],
+        regions=("east",),
+        kind=kind,
+        duration="2h",
+    )
+    result, _ = run(raw, tmp_path)
+    assert any(
+        v[2] == "no-lost-workload" and v[3].startswith("L is RUNNING but none of its jobs")
+        for v in result.violations
+    )
+    assert _offline(result.out, "no-lost-workload")
