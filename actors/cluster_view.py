@@ -4,6 +4,16 @@ The cluster manager keeps one for its own cluster (the truth while it lives);
 an RMS keeps one per cluster of its region (a cache refreshed from the store
 at every GMS-scan pass and updated by the plans it dispatches). Policies never
 see this mutable view, only the frozen `ClusterSnapshot` it produces.
+
+Snapshots are cached until the next change, and a change rebuilds only what
+it touched: the view keeps one `MachineState` per host and one `RunningJob`
+per job and remakes just those of the hosts and jobs changed since the last
+snapshot (a plan touches a few machines of thousands), and the new
+snapshot's placement index is derived from the last one's
+(`ClusterIndex.updated`) instead of built anew. A view reloaded from the
+store starts from the view it replaces (`fetch(..., previous=)`), so what
+did not change is not rebuilt either. Snapshots and indices are equal to
+ones built from scratch.
 """
 
 from __future__ import annotations
@@ -11,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from actors.policies.capacity import attach_index, has_index
 from actors.policies.snapshot import ClusterSnapshot, MachineState, RunningJob
 from emulator.actor import Actor
 from store import fleet
@@ -42,10 +53,20 @@ class ClusterView:
         for machine, healthy in machines:
             self.machines[machine.host] = machine
             self.healthy[machine.host] = healthy
+        # The hardware kinds present (healthy or not): GPU types, and CPU machines.
+        self.gpu_types = {m.gpu_type for m in self.machines.values() if m.gpu_type}
+        self.has_cpu = any(m.gpus == 0 for m in self.machines.values())
         self.gpus_used: dict[str, int] = dict.fromkeys(self.machines, 0)
         self.cpu_busy: set[str] = set()
         self.jobs: dict[tuple[str, str], Held] = {}
         self._snapshot: ClusterSnapshot | None = None
+        # The snapshot's parts, and what changed since they were made.
+        self._hosts = sorted(self.machines)
+        self._states: dict[str, MachineState] = {}
+        self._running: dict[tuple[str, str], RunningJob] = {}
+        self._dirty_hosts: set[str] = set(self.machines)
+        self._dirty_jobs: set[tuple[str, str]] = set()
+        self._last: ClusterSnapshot | None = None  # what `_states`/`_running` last made
 
     @classmethod
     def load(
@@ -74,14 +95,40 @@ class ClusterView:
         return view
 
     @classmethod
-    async def fetch(cls, actor: Actor, cluster: str) -> ClusterView:
-        """Read a cluster's machines, allocations and live jobs through `actor`'s store calls."""
-        return cls.load(
+    async def fetch(
+        cls, actor: Actor, cluster: str, previous: ClusterView | None = None
+    ) -> ClusterView:
+        """Read a cluster's machines, allocations and live jobs through `actor`'s store calls.
+
+        With `previous` (the view this one replaces), the snapshot parts that
+        did not change are taken over from it instead of being rebuilt.
+        """
+        view = cls.load(
             cluster,
             await actor.store(fleet.machines, cluster),
             await actor.store(fleet.allocations, cluster),
             await actor.store(fleet.jobs, cluster, LIVE_STATES),
         )
+        if previous is not None:
+            view._adopt(previous)
+        return view
+
+    def _adopt(self, old: ClusterView) -> None:
+        """Take over `old`'s snapshot parts; only hosts and jobs that differ stay dirty."""
+        if self.machines != old.machines:
+            return
+        old.snapshot()
+        dirty = {h for h, ok in self.healthy.items() if old.healthy.get(h) != ok}
+        dirty.update(self.cpu_busy ^ old.cpu_busy)
+        used, old_used = self.gpus_used, old.gpus_used
+        dirty.update(h for h in used.keys() | old_used.keys() if used.get(h) != old_used.get(h))
+        self._dirty_hosts = dirty
+        self._dirty_jobs = {
+            k for k in self.jobs.keys() | old.jobs.keys() if self.jobs.get(k) != old.jobs.get(k)
+        }
+        self._states = dict(old._states)
+        self._running = dict(old._running)
+        self._last = old._last
 
     # ---- changes ---------------------------------------------------------------
     def allocate(
@@ -93,12 +140,16 @@ class ClusterView:
         cpu_hosts: Iterable[str],
     ) -> None:
         held = self.jobs.setdefault(key, Held(priority, started_us))
+        dirty = self._dirty_hosts
         for host, n in gpus:
             held.gpus[host] = held.gpus.get(host, 0) + n
             self.gpus_used[host] = self.gpus_used.get(host, 0) + n
+            dirty.add(host)
         for host in cpu_hosts:
             held.cpu_hosts.append(host)
             self.cpu_busy.add(host)
+            dirty.add(host)
+        self._dirty_jobs.add(key)
         self._snapshot = None
 
     def release(self, key: tuple[str, str]) -> Held | None:
@@ -108,6 +159,8 @@ class ClusterView:
                 self.gpus_used[host] = max(0, self.gpus_used.get(host, 0) - n)
             for host in held.cpu_hosts:
                 self.cpu_busy.discard(host)
+            self._dirty_hosts.update(held.gpus, held.cpu_hosts)
+            self._dirty_jobs.add(key)
             self._snapshot = None
         return held
 
@@ -115,6 +168,7 @@ class ClusterView:
         for host in hosts:
             if host in self.healthy:
                 self.healthy[host] = healthy
+                self._dirty_hosts.add(host)
         self._snapshot = None
 
     # ---- queries ------------------------------------------------------------------
@@ -129,8 +183,13 @@ class ClusterView:
     def snapshot(self) -> ClusterSnapshot:
         """A frozen snapshot for the policies (cached until the next change)."""
         if self._snapshot is None:
-            machines = tuple(
-                MachineState(
+            states = self._states
+            changed: list[MachineState] = []
+            for host in self._dirty_hosts:
+                m = self.machines.get(host)
+                if m is None:  # a plan's host this cluster does not have
+                    continue
+                state = MachineState(
                     host=host,
                     rack=m.rack,
                     gpu_type=m.gpu_type,
@@ -139,20 +198,47 @@ class ClusterView:
                     cpu_free=m.gpus == 0 and host not in self.cpu_busy,
                     healthy=self.healthy[host],
                 )
-                for host, m in sorted(self.machines.items())
+                if self._last is None or states.get(host) != state:
+                    states[host] = state
+                    changed.append(state)
+            self._dirty_hosts.clear()
+            running = self._running
+            gone: list[RunningJob] = []
+            added: list[RunningJob] = []
+            for key in self._dirty_jobs:
+                held = self.jobs.get(key)
+                old = running.get(key)
+                new = None
+                if held is not None:
+                    new = RunningJob(
+                        workload_id=key[0],
+                        job=key[1],
+                        priority=held.priority,
+                        started_at_us=held.started_us,
+                        gpus=tuple(sorted(held.gpus.items())),
+                        cpu_hosts=tuple(sorted(held.cpu_hosts)),
+                    )
+                if new == old:
+                    continue
+                if old is not None:
+                    gone.append(old)
+                    del running[key]
+                if new is not None:
+                    added.append(new)
+                    running[key] = new
+            self._dirty_jobs.clear()
+            last = self._last
+            if last is not None and not changed and not gone and not added:
+                self._snapshot = last
+                return last
+            snapshot = ClusterSnapshot(
+                cluster_id=self.cluster,
+                machines=tuple(map(states.__getitem__, self._hosts)),
+                running=tuple(running[key] for key in sorted(running)),
             )
-            running = tuple(
-                RunningJob(
-                    workload_id=w,
-                    job=j,
-                    priority=held.priority,
-                    started_at_us=held.started_us,
-                    gpus=tuple(sorted(held.gpus.items())),
-                    cpu_hosts=tuple(sorted(held.cpu_hosts)),
-                )
-                for (w, j), held in sorted(self.jobs.items())
-            )
-            self._snapshot = ClusterSnapshot(
-                cluster_id=self.cluster, machines=machines, running=running
-            )
+            if last is not None and has_index(last):
+                index = last.index.updated(changed, gone, added)
+                if index is not None:
+                    attach_index(snapshot, index)
+            self._snapshot = self._last = snapshot
         return self._snapshot

@@ -13,7 +13,6 @@ pass; one whose data no region holds waits for data (WAITING_DATA).
 from __future__ import annotations
 
 import time
-from collections import deque
 from typing import Literal
 
 import msgspec
@@ -31,9 +30,10 @@ from actors.messages import (
     Submitted,
     WorkloadEnded,
 )
-from actors.policies.credit import CreditParams, credit
+from actors.policies import ranking
+from actors.policies.credit import CreditParams
 from actors.policies.federated import BindRequest, bind_all
-from actors.policies.quota import PendingWorkload, TenantQuota, quota_scan
+from actors.policies.quota import TenantQuota
 from emulator.actor import on
 from emulator.scenario import Duration
 from store import fleet, queue
@@ -72,8 +72,10 @@ class GlobalScheduler(LeaseHolder):
             )
             for t in await self.store(queue.get_tenants)
         }
+        self.quotas = {n: (t.priority, t.gpu_quota, t.cpu_quota) for n, t in self.tenants.items()}
         self.specs: dict[str, WorkloadSpec] = {}
-        self.usage: deque[tuple[int, dict[str, float]]] = deque()
+        self.sizes: dict[str, tuple[int, int]] = {}  # (GPUs, CPU machines) of each spec
+        self.usage = ranking.UsageWindow()
         self.scans = 0
         self.bound: dict[str, str | None] = {}
         self.supply: dict[str | None, dict[str, float]] = {}
@@ -116,60 +118,20 @@ class GlobalScheduler(LeaseHolder):
         active = await self.store(queue.in_states, ("DISPATCHING", "RUNNING"))
         missing = [e.id for e in queued + active if e.id not in self.specs]
         if missing:
-            self.specs.update(await self.store(queue.specs, missing))
-        running: dict[str, tuple[int, int]] = {}
-        for entry in active:
-            spec = self.specs[entry.id]
-            gpus, cpus = running.get(entry.tenant, (0, 0))
-            running[entry.tenant] = (gpus + spec.gpus, cpus + spec.cpu_machines)
-        tenant_avg, all_avg = self._window_usage(running)
+            fetched = await self.store(queue.specs, missing)
+            self.specs.update(fetched)
+            self.sizes.update({wid: (s.gpus, s.cpu_machines) for wid, s in fetched.items()})
         now = self.now_us
-        pending = [
-            PendingWorkload(
-                id=e.id,
-                tenant=e.tenant,
-                credit=credit(
-                    max(0, now - e.queued_us),
-                    tenant_avg.get(e.tenant, 0.0),
-                    all_avg,
-                    self.params.credit,
-                ),
-                gpus=self.specs[e.id].gpus,
-                cpu_machines=self.specs[e.id].cpu_machines,
-            )
-            for e in queued
-        ]
-        ranked = quota_scan(pending, self.tenants, running)
+        rows, self.usage = scan_pass(
+            self.usage, now, queued, active, self.sizes, self.quotas, self.params
+        )
         if self.params.binding == "federated":
             self._bind(queued, active)
         if self.fence is not None:
             await self.store(
-                queue.rank,
-                self.fence,
-                now,
-                [(r.id, r.priority, r.credit, r.within_quota) for r in ranked],
+                queue.rank, self.fence, now, [(wid, p, c, w) for wid, _, p, c, w in rows]
             )
-        return [(r.id, r.priority) for r in ranked]
-
-    def _window_usage(self, running: dict[str, tuple[int, int]]) -> tuple[dict[str, float], float]:
-        """Per-tenant and all-tenant average usage over the window (GPU-equivalents).
-
-        A CPU machine counts as one GPU-equivalent; samples are taken once per
-        pass and kept for `usage_window`. The all-tenant figure is the mean over
-        tenants, so a tenant using its fair share gets a fair-share credit of 0.
-        """
-        now = self.now_us
-        self.usage.append((now, {t: float(g + c) for t, (g, c) in running.items()}))
-        while self.usage and self.usage[0][0] < now - self.params.usage_window:
-            self.usage.popleft()
-        totals: dict[str, float] = dict.fromkeys(self.tenants, 0.0)
-        for _, sample in self.usage:
-            for tenant, used in sample.items():
-                totals[tenant] = totals.get(tenant, 0.0) + used
-        n = len(self.usage)
-        avg = {t: v / n for t, v in totals.items()}
-        all_avg = sum(avg.values()) / len(avg) if avg else 0.0
-        return avg, all_avg
+        return [(wid, p) for wid, _, p, _, _ in rows]
 
     def _bind(self, queued: list[QueueEntry], active: list[QueueEntry]) -> None:
         """Early binding of newly queued workloads, in arrival order (federated)."""
@@ -303,6 +265,43 @@ class GlobalScheduler(LeaseHolder):
             msg.auction_id,
             msg.reason == "preempted",
         )
+
+
+def scan_pass(
+    usage: ranking.UsageWindow,
+    now_us: int,
+    queued: list[QueueEntry],
+    active: list[QueueEntry],
+    sizes: dict[str, tuple[int, int]],
+    quotas: dict[str, tuple[int, int, int]],
+    params: GMSParams,
+) -> tuple[list[ranking.Row], ranking.UsageWindow]:
+    """A GMS-scan pass's computation, between its store reads and its store write.
+
+    Each tenant's running workloads' GPUs and CPU machines are added up and
+    sampled into the usage window (a CPU machine counts as one
+    GPU-equivalent); then every queued workload gets its credit, the quota
+    scan its priority, and the rows come back in dispatch order, with the
+    next usage window. `sizes` holds each workload's (GPUs, CPU machines).
+    `mastemu bench gms` times exactly this.
+    """
+    running: dict[str, tuple[int, int]] = {}
+    for entry in active:
+        gpus, cpus = running.get(entry.tenant, (0, 0))
+        more_gpus, more_cpus = sizes[entry.id]
+        running[entry.tenant] = (gpus + more_gpus, cpus + more_cpus)
+    usage = ranking.push(usage, now_us, running, params.usage_window)
+    tenant_avg, all_avg = ranking.averages(usage, quotas)
+    rows = ranking.rank(
+        [(e.id, e.tenant, e.queued_us, *sizes[e.id]) for e in queued],
+        now_us,
+        tenant_avg,
+        all_avg,
+        quotas,
+        running,
+        params.credit,
+    )
+    return rows, usage
 
 
 def _main_hardware(spec: WorkloadSpec) -> tuple[str | None, float]:

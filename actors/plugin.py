@@ -6,13 +6,21 @@ from pathlib import Path
 
 import actors.checkers  # noqa: F401  (registers MAST's invariant checkers)
 import scenarios
+from actors import bench  # noqa: F401  (registers the gms, rms and day benchmarks)
 from actors.lease_demo import LeaseCandidate, LeaseClient
 from actors.mast import MastSystem
-from emulator.registry import register_actor, register_scenario_dir, register_system
+from actors.report import MastReporter
+from emulator.registry import (
+    register_actor,
+    register_reporter,
+    register_scenario_dir,
+    register_system,
+)
 
 
 def register() -> None:
     for cls in (LeaseCandidate, LeaseClient):
         register_actor(cls)
     register_system(MastSystem())
+    register_reporter("mast", MastReporter())
     register_scenario_dir(Path(scenarios.__file__).parent)

@@ -127,14 +127,14 @@ class RegionalScheduler(LeaseHolder):
     async def _refresh(self) -> None:
         """Reload the region's clusters and catalog from the store."""
         p = self.params
+        # The new views start from the old ones (what did not change is not rebuilt).
+        old: dict[str, ClusterView] = getattr(self, "views", {})
         self.views: dict[str, ClusterView] = {}
         for cluster in p.clusters:
-            self.views[cluster] = await ClusterView.fetch(self, cluster)
+            self.views[cluster] = await ClusterView.fetch(self, cluster, old.get(cluster))
         self.ready = await self.store(catalog.ready_tables, p.region)
-        self.gpu_types = {
-            m.gpu_type for v in self.views.values() for m in v.machines.values() if m.gpu_type
-        }
-        self.has_cpu = any(m.gpus == 0 for v in self.views.values() for m in v.machines.values())
+        self.gpu_types = {t for v in self.views.values() for t in v.gpu_types}
+        self.has_cpu = any(v.has_cpu for v in self.views.values())
 
     # ---- scans and auctions ------------------------------------------------------------
     @on(ScanStart)

@@ -10,6 +10,14 @@ What is modelled (MAST §2, §5.1; numbers in `actors.distributions`):
   `recurring_period_s` at a random phase. The templates' phases form a Poisson
   process over one period, so the recurring share of submissions is
   `recurring_share` in expectation.
+- Busy periods (`busy`): inside each `BusyWindow` the arrival rate is
+  multiplied by its `factor` (overlapping windows multiply). The process is
+  thinned (Lewis–Shedler): candidates are drawn at the peak rate and each is
+  kept with probability rate(t)/peak, which gives an inhomogeneous Poisson
+  process with that rate. It applies to first-time arrivals and to the
+  phases of recurring templates (their later re-submissions keep their
+  phase). Without windows no extra random draws are made, so a generator
+  without `busy` produces exactly what it did before.
 - A GPU workload (`gpu_share` of them) is a trainer on one GPU type (chosen
   in proportion to the world's supply) with a total GPU count from the
   16/64/128 distribution, plus a CPU preprocess job that brings the
@@ -149,6 +157,27 @@ def make_tenants(
 
 
 # ---- generator parameters ------------------------------------------------------------
+class BusyWindow(_Params):
+    """Arrivals at `factor` times the base rate during [start_s, end_s) of the span."""
+
+    start_s: Annotated[float, Meta(ge=0.0)]
+    end_s: Annotated[float, Meta(gt=0.0)]
+    factor: Annotated[float, Meta(ge=0.0, le=1_000.0)]
+
+    def __post_init__(self) -> None:
+        if not self.end_s > self.start_s:
+            raise ValueError(f"busy window ends ({self.end_s}) before it starts ({self.start_s})")
+
+
+def busy_factor(windows: Sequence[BusyWindow], t_s: float) -> float:
+    """The arrival-rate multiplier at time `t_s` (1 outside every window)."""
+    factor = 1.0
+    for w in windows:
+        if w.start_s <= t_s < w.end_s:
+            factor *= w.factor
+    return factor
+
+
 class GeneratorParams(_Params):
     """Knobs of `generate`; the defaults reproduce MAST §2/§5.1.
 
@@ -180,6 +209,8 @@ class GeneratorParams(_Params):
     table_share_max: Annotated[float, Meta(gt=0.0, le=1.0)] = 0.1
     workloads_max: Annotated[int, Meta(ge=0)] = 1_000_000
     tables_max: Annotated[int, Meta(ge=0)] = 1_000_000
+    # Busy (factor > 1) or quiet (factor < 1) periods of the arrival rate.
+    busy: Annotated[tuple[BusyWindow, ...], Meta(max_length=64)] = ()
 
     def __post_init__(self) -> None:
         _check_shares("priority_shares", self.priority_shares)
@@ -294,17 +325,32 @@ def _cpu_template(
     return jobs, 0
 
 
-def _poisson_times(rng: random.Random, rate_per_s: float, span_s: float, limit: int) -> list[float]:
-    """Arrival times in [0, span_s) of a Poisson process; at most `limit` of them."""
+def _poisson_times(
+    rng: random.Random,
+    rate_per_s: float,
+    span_s: float,
+    limit: int,
+    busy: Sequence[BusyWindow] = (),
+) -> list[float]:
+    """Arrival times in [0, span_s) of a Poisson process; at most `limit` of them.
+
+    With `busy` windows the rate is `rate_per_s · busy_factor(t)`, by thinning
+    a process at the peak rate (see the module docstring).
+    """
     times: list[float] = []
-    if rate_per_s <= 0.0:
+    peak = 1.0
+    if busy:
+        edges = [0.0, *(w.start_s for w in busy), *(w.end_s for w in busy)]
+        peak = max(busy_factor(busy, t) for t in edges)
+    if rate_per_s <= 0.0 or peak <= 0.0:
         return times
-    t = rng.expovariate(rate_per_s)
+    t = rng.expovariate(rate_per_s * peak)
     while t < span_s:
-        if len(times) >= limit:
-            raise ValueError(f"more than {limit:,} workloads in the span; raise workloads_max")
-        times.append(t)
-        t += rng.expovariate(rate_per_s)
+        if not busy or rng.random() * peak < busy_factor(busy, t):
+            if len(times) >= limit:
+                raise ValueError(f"more than {limit:,} workloads in the span; raise workloads_max")
+            times.append(t)
+        t += rng.expovariate(rate_per_s * peak)
     return times
 
 
@@ -433,11 +479,11 @@ def generate(
     submits: list[range] = []
     limit = params.workloads_max
     phase_span_s = min(params.recurring_period_s, span_s)
-    for phase in _poisson_times(rng, recurring_rate, phase_span_s, limit):
+    for phase in _poisson_times(rng, recurring_rate, phase_span_s, limit, params.busy):
         first = min(round(phase * US_PER_S), span_us - 1)
         submits.append(range(first, span_us, period_us))
     recurring_templates = len(submits)
-    for t in _poisson_times(rng, rate - recurring_rate, span_s, limit):
+    for t in _poisson_times(rng, rate - recurring_rate, span_s, limit, params.busy):
         at = min(round(t * US_PER_S), span_us - 1)
         submits.append(range(at, at + 1))
     if sum(len(s) for s in submits) > limit:

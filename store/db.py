@@ -12,7 +12,10 @@ What must stay true:
   or is a single statement, which SQLite commits on its own;
 - the connection is always closed (`open_ctx`, or `close()` in a `finally`):
   aiosqlite's worker thread is not a daemon and would hang interpreter exit;
-- `leases` mirrors the committed `leases` table, never an uncommitted state.
+- `leases` mirrors the `leases` table, never an uncommitted state; it may
+  run ahead of the table only by deferred writes (`defer`), which the store
+  writes, in order, before its next statement of any kind — so no statement
+  ever sees the difference.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class Store:
         self.leases = LeaseView()
         self._in_transaction = False
         self._closed = False
+        self._deferred: list[tuple[str, tuple[Any, ...]]] = []
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -109,11 +113,17 @@ class Store:
             await store.close()
 
     async def close(self) -> None:
-        """Close the connection. Idempotent; buffered writers are not flushed."""
+        """Close the connection. Idempotent; buffered writers are not flushed.
+
+        Deferred writes (`defer`) are written first.
+        """
         if self._closed:
             return
         self._closed = True
-        await self.conn.close()
+        try:
+            await self._write_deferred()
+        finally:
+            await self.conn.close()
 
     @property
     def closed(self) -> bool:
@@ -135,6 +145,7 @@ class Store:
             )
         self._in_transaction = True
         try:
+            await self._write_deferred()
             await self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self.conn
@@ -154,6 +165,29 @@ class Store:
     def in_transaction(self) -> bool:
         return self._in_transaction
 
+    def defer(self, sql: str, params: tuple[Any, ...]) -> None:
+        """Queue a single-statement write whose outcome the caller already knows.
+
+        It is written before the store's next statement of any kind (reads
+        included), after the writes deferred before it; consecutive writes of
+        the same statement go in one `executemany`, one round trip to
+        aiosqlite's thread instead of one each. For writes that cannot fail
+        and whose result is known from memory (a lease renewal, see
+        `leases.acquire`); a database error surfaces in the next statement.
+        """
+        self._deferred.append((sql, params))
+
+    async def _write_deferred(self) -> None:
+        deferred = self._deferred
+        if not deferred:
+            return
+        self._deferred = []
+        start = 0
+        for end in range(1, len(deferred) + 1):
+            if end == len(deferred) or deferred[end][0] != deferred[start][0]:
+                await self.conn.executemany(deferred[start][0], [p for _, p in deferred[start:end]])
+                start = end
+
     async def write(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> int:
         """Run one write statement as its own transaction; return rows changed.
 
@@ -164,6 +198,7 @@ class Store:
             raise NestedTransactionError(
                 f"{self.path}: single-statement write issued inside an open transaction"
             )
+        await self._write_deferred()
         cur = await self.conn.execute(sql, params)
         return cur.rowcount
 
@@ -173,20 +208,38 @@ class Store:
             raise NestedTransactionError(
                 f"{self.path}: single-statement insert issued inside an open transaction"
             )
+        await self._write_deferred()
         cur = await self.conn.execute(sql, params)
         if cur.lastrowid is None:
             raise StoreError(f"{self.path}: INSERT produced no row: {sql}")
         return cur.lastrowid
 
+    async def write_returning(
+        self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        """Run one write statement with a RETURNING clause as its own transaction.
+
+        Returns the rows it returned: one round trip for a conditional write
+        and its outcome.
+        """
+        if self._in_transaction:
+            raise NestedTransactionError(
+                f"{self.path}: single-statement write issued inside an open transaction"
+            )
+        await self._write_deferred()
+        return list(await self.conn.execute_fetchall(sql, params))
+
     async def fetchall(
         self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()
     ) -> list[tuple[Any, ...]]:
         """Run a query and return all rows as tuples (one round trip)."""
+        await self._write_deferred()
         return list(await self.conn.execute_fetchall(sql, params))
 
     async def fetchone(
         self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()
     ) -> tuple[Any, ...] | None:
+        await self._write_deferred()
         rows = await self.conn.execute_fetchall(sql, params)
         for row in rows:
             return tuple(row)

@@ -7,7 +7,9 @@ no GPU is ever handed to two running jobs even if two plans raced.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import msgspec
 
@@ -93,8 +95,13 @@ async def machines(store: Store, cluster: str) -> list[tuple[Machine, bool]]:
         f"SELECT {_MACHINE_COLS}, healthy FROM machines WHERE cluster = ? ORDER BY host",
         (cluster,),
     )
-    fields = Machine.__struct_fields__
-    return [(Machine(**dict(zip(fields, row[:-1], strict=True))), bool(row[-1])) for row in rows]
+    return [(_machine(row[:-1]), bool(row[-1])) for row in rows]
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _machine(row: tuple[Any, ...]) -> Machine:
+    """The record of a `machines` row (cached: schedulers read every machine at every scan)."""
+    return Machine(**dict(zip(Machine.__struct_fields__, row, strict=True)))
 
 
 async def region_hardware(store: Store) -> dict[str, dict[str, int]]:
@@ -124,7 +131,14 @@ async def allocations(store: Store, cluster: str) -> list[Allocation]:
         "ORDER BY a.host, a.workload_id, a.job",
         (cluster,),
     )
-    return [Allocation(h, w, j, g, bool(c), s) for h, w, j, g, c, s in rows]
+    return [_allocation(row) for row in rows]
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _allocation(row: tuple[Any, ...]) -> Allocation:
+    """The record of an `allocations` row (cached like `_machine`)."""
+    host, workload_id, job, gpus, cpu, since_us = row
+    return Allocation(host, workload_id, job, gpus, bool(cpu), since_us)
 
 
 async def jobs(store: Store, cluster: str, states: Sequence[str] | None = None) -> list[JobRow]:
@@ -165,19 +179,25 @@ async def start_job(
     """
     params = fence.params(now_us)
     async with store.transaction() as conn:
-        ok = next(iter(await conn.execute_fetchall(f"SELECT {FENCE}", params)))[0]
-        if not ok:
-            return None
         hosts = sorted({h for h, _ in gpus} | set(cpu_hosts))
-        marks = ", ".join("?" for _ in hosts)
+        marks = ", ".join(f":h{i}" for i in range(len(hosts)))
+        # The fence and the machines' state in one round trip (the fence is the
+        # same in every row; with no row, it is asked for on its own).
         rows = await conn.execute_fetchall(
-            f"SELECT m.host, m.gpus, m.healthy, m.cluster, "
+            f"SELECT {FENCE}, m.host, m.gpus, m.healthy, m.cluster, "
             "coalesce((SELECT sum(a.gpus) FROM allocations a WHERE a.host = m.host), 0), "
             "(SELECT count(*) FROM allocations a WHERE a.host = m.host AND a.cpu = 1) "
             f"FROM machines m WHERE m.host IN ({marks})",
-            tuple(hosts),
+            {**params, **{f"h{i}": h for i, h in enumerate(hosts)}},
         )
-        state = {h: (g, bool(ok_), c, used, cpu_used) for h, g, ok_, c, used, cpu_used in rows}
+        rows = list(rows)
+        if rows:
+            ok = rows[0][0]
+        else:
+            ok = next(iter(await conn.execute_fetchall(f"SELECT {FENCE}", params)))[0]
+        if not ok:
+            return None
+        state = {h: (g, bool(ok_), c, used, cpu_used) for _, h, g, ok_, c, used, cpu_used in rows}
         for host, n in gpus:
             total, healthy, in_cluster, used, _ = state.get(host, (0, False, None, 0, 0))
             if not healthy or in_cluster != cluster or used + n > total:
@@ -192,17 +212,14 @@ async def start_job(
             [(h, workload_id, job_name, n, 0, now_us) for h, n in gpus]
             + [(h, workload_id, job_name, 0, 1, now_us) for h in cpu_hosts],
         )
-        await conn.execute(
+        rows = await conn.execute_fetchall(
             "INSERT INTO jobs (workload_id, job, cluster, attempt, state, priority, started_us, "
             "cm_epoch) VALUES (?, ?, ?, 1, 'STARTING', ?, ?, ?) "
             "ON CONFLICT (workload_id, job) DO UPDATE SET cluster = excluded.cluster, "
             "attempt = attempt + 1, state = 'STARTING', priority = excluded.priority, "
-            "started_us = excluded.started_us, cm_epoch = excluded.cm_epoch",
+            "started_us = excluded.started_us, cm_epoch = excluded.cm_epoch "
+            "RETURNING attempt, checkpoint_us",
             (workload_id, job_name, cluster, priority, now_us, fence.epoch),
-        )
-        rows = await conn.execute_fetchall(
-            "SELECT attempt, checkpoint_us FROM jobs WHERE workload_id = ? AND job = ?",
-            (workload_id, job_name),
         )
         attempt, saved_us = next(iter(rows))
     return int(attempt), int(saved_us)
@@ -247,11 +264,15 @@ async def release_job(
         raise ValueError(f"release to {state!r}: expected STOPPED or DONE")
     params = {**fence.params(now_us), "state": state, "w": workload_id, "j": job_name}
     async with store.transaction() as conn:
-        ok = next(iter(await conn.execute_fetchall(f"SELECT {FENCE}", params)))[0]
-        if not ok:
-            return False
-        await conn.execute("DELETE FROM allocations WHERE workload_id = :w AND job = :j", params)
-        await conn.execute(
-            "UPDATE jobs SET state = :state WHERE workload_id = :w AND job = :j", params
+        # Fenced UPDATE first: when it changes the job's row, the fence holds
+        # and one round trip is saved; otherwise ask for the fence on its own.
+        cur = await conn.execute(
+            f"UPDATE jobs SET state = :state WHERE workload_id = :w AND job = :j AND {FENCE}",
+            params,
         )
+        if cur.rowcount != 1:
+            ok = next(iter(await conn.execute_fetchall(f"SELECT {FENCE}", params)))[0]
+            if not ok:
+                return False
+        await conn.execute("DELETE FROM allocations WHERE workload_id = :w AND job = :j", params)
     return True

@@ -70,7 +70,9 @@ class LeaseView:
     The kernel resolves role addresses through it at send time without
     awaiting the database (emulated service discovery). It is changed only
     by the functions of this module, and only after their transaction has
-    committed, so it never shows a lease that a rollback undid.
+    committed, so it never shows a lease that a rollback undid — or, for a
+    renewal, once its write is deferred (`Store.defer`): that write cannot
+    fail and lands before the store's next statement.
     """
 
     def __init__(self) -> None:
@@ -114,22 +116,25 @@ async def acquire(
     if ttl_us <= 0:
         raise ValueError(f"lease ttl_us must be positive, got {ttl_us}")
     expires_at_us = now_us + ttl_us
-    # Fast paths, one round trip or none: each aiosqlite call is a thread
+    # Fast paths, no round trip of their own: each aiosqlite call is a thread
     # hand-off, and renewals and refusals are nearly all of a run's lease calls.
-    # The view mirrors every commit of the run's only connection, so it is exact.
+    # The view mirrors every write of the run's only connection, so it is exact.
     known = store.leases.get(role)
     if known is not None and now_us < known.expires_at_us:
         if known.holder != candidate:
             return None
-        rows = await store.conn.execute_fetchall(
+        # A renewal of a valid lease by its holder: the row matches the view,
+        # so the UPDATE cannot miss. It is deferred (the store writes it before
+        # its next statement, with the other renewals queued by then: one
+        # round trip for them all) and the view moves on at once.
+        store.defer(
             "UPDATE leases SET expires_at_us = ? "
-            "WHERE role = ? AND epoch = ? AND holder = ? AND expires_at_us > ? RETURNING epoch",
+            "WHERE role = ? AND epoch = ? AND holder = ? AND expires_at_us > ?",
             (expires_at_us, role, known.epoch, candidate, now_us),
         )
-        if rows:
-            lease = Lease(role, candidate, known.epoch, expires_at_us)
-            store.leases.apply_committed(lease)
-            return lease
+        lease = Lease(role, candidate, known.epoch, expires_at_us)
+        store.leases.apply_committed(lease)
+        return lease
     async with store.transaction() as conn:
         rows = await conn.execute_fetchall(
             "SELECT holder, epoch, expires_at_us FROM leases WHERE role = ?", (role,)

@@ -205,6 +205,12 @@ CREATE TABLE replicas (
 );
 """
 
-MIGRATIONS: list[str] = [_V1, _V2]
+# The schedulers read a cluster's live jobs at every scan (RMS and CM views);
+# without this, each such read scans every job ever placed.
+_V3 = """
+CREATE INDEX jobs_cluster_state ON jobs (cluster, state);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -70,9 +70,27 @@ _COLUMNS = (
 
 
 def _entry(row: Sequence[Any]) -> QueueEntry:
-    fields = dict(zip(QueueEntry.__struct_fields__, row, strict=True))
-    fields["within_quota"] = bool(fields["within_quota"])
-    return QueueEntry(**fields)
+    # Keyword by keyword, in `_COLUMNS` order: the GMS reads its whole queue at every scan.
+    (wid, tenant, state, priority, credit, within, region, auction, epoch) = row[:9]
+    (submitted, queued, attempts, preemptions, started, finished, version) = row[9:]
+    return QueueEntry(
+        id=wid,
+        tenant=tenant,
+        state=state,
+        priority=priority,
+        credit=credit,
+        within_quota=bool(within),
+        region=region,
+        auction_id=auction,
+        gms_epoch=epoch,
+        submitted_us=submitted,
+        queued_us=queued,
+        attempts=attempts,
+        preemptions=preemptions,
+        started_us=started,
+        finished_us=finished,
+        version=version,
+    )
 
 
 # ---- tenants -----------------------------------------------------------------
@@ -217,15 +235,13 @@ async def transition(
 @store_event("auction.open")
 async def open_auction(store: Store, fence: Fence, now_us: int, workload_id: str) -> int | None:
     """Record a new auction and return its id (None if the GMS no longer leads)."""
-    async with store.transaction() as conn:
-        rows = await conn.execute_fetchall(f"SELECT {FENCE}", fence.params(now_us))
-        if not next(iter(rows))[0]:
-            return None
-        cur = await conn.execute(
-            "INSERT INTO auctions (workload_id, gms_epoch, opened_us) VALUES (?, ?, ?)",
-            (workload_id, fence.epoch, now_us),
-        )
-        return cur.lastrowid
+    # One statement: the fence check and the insert cannot be separated by anything.
+    rows = await store.write_returning(
+        "INSERT INTO auctions (workload_id, gms_epoch, opened_us) "
+        f"SELECT :workload, :epoch, :now WHERE {FENCE} RETURNING id",
+        {**fence.params(now_us), "workload": workload_id},
+    )
+    return int(rows[0][0]) if rows else None
 
 
 @store_event("auction.close")

@@ -3,7 +3,7 @@
 Free resources first. A GPU job may use healthy machines of its GPU type with
 free GPUs, any number of whole GPUs per machine (a job may share a machine);
 a CPU job takes whole free healthy CPU machines. The machines are grouped by
-rack and chosen in this exact order (`_pick`):
+rack and chosen in this exact order (`RackPool.choose` in `capacity`):
 
 1. If some rack alone can hold the job, use one rack: the one needing the
    fewest machines, then the one with the least free capacity (best fit,
@@ -25,17 +25,29 @@ usable machines until free + freed covers the request; the accumulated
 victims are then re-sorted largest first and only the shortest prefix that
 still covers the request is kept. Jobs that would free nothing useful (other
 GPU type, unhealthy machines) are skipped. The concrete assignment is then
-made by the same `_pick` over free + freed capacity.
+made by the same rack choice over free + freed capacity.
+
+Speed (MAST §5.4: 1.3 ms per decision without preemption, 5.5 ms with, in
+a region of 66,500 machines): every snapshot carries a `ClusterIndex` (built
+once, cached), so a decision reads only the free capacity of the requested
+kind and the preemption candidates. `place_workload` scores a cluster before
+building its plan, skips clusters that cannot beat the best plan found so
+far (a tie never replaces it), builds only the winner's plan, and places the
+next job on the winner's derived index instead of a rebuilt snapshot. The
+plans and scores are exactly those of the brute-force first version
+(`tests/policies/placement_reference.py`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import msgspec
 
-from actors.policies.pscore import PScore
+from actors.policies.capacity import ClusterIndex
+from actors.policies.pscore import W_VICTIMS, PScore
+from actors.policies.racks import RackPool
 from actors.policies.snapshot import (
     ClusterSnapshot,
     JobPlan,
@@ -44,44 +56,18 @@ from actors.policies.snapshot import (
     Unschedulable,
     WorkloadPlan,
 )
-from store.records import GPUS_PER_MACHINE
 
 US_PER_S = 1_000_000
 REASONS_SHOWN_MAX = 3
-
-Slot = tuple[str, int]  # (host, units usable): GPUs, or 1 for a whole CPU machine
 
 
 def place_job(
     cluster: ClusterSnapshot, req: JobRequest, now_us: int, *, allow_preemption: bool = True
 ) -> JobPlan | Unschedulable:
     """The best plan for one job in one cluster: free resources, else preemption."""
-    gpu_hosts, cpu_hosts = _usable_hosts(cluster, req)
-    gpu_pool = {m.host: m.gpus_free for m in cluster.machines if m.host in gpu_hosts}
-    cpu_pool = {m.host for m in cluster.machines if m.host in cpu_hosts and m.cpu_free}
-    if sum(gpu_pool.values()) >= req.gpus and len(cpu_pool) >= req.cpu_machines:
-        return _plan(cluster, req, gpu_pool, cpu_pool, (), now_us)
-    gpus_hw = sum(m.gpus_total for m in cluster.machines if m.host in gpu_hosts)
-    if gpus_hw < req.gpus or len(cpu_hosts) < req.cpu_machines:
-        return Unschedulable(
-            reason=f"needs {req.gpus} {req.gpu_type} GPUs + {req.cpu_machines} CPU machines, "
-            f"has {gpus_hw} + {len(cpu_hosts)} healthy",
-            preemption_could_help=False,
-        )
-    if not allow_preemption:
-        return Unschedulable(reason="not enough free resources", preemption_could_help=True)
-    victims = choose_victims(cluster, req)
-    if victims is None:
-        return Unschedulable(
-            reason=f"not enough even preempting every job below priority {req.priority}",
-            preemption_could_help=True,
-        )
-    for job in victims:
-        for host, n in job.gpus:
-            if host in gpu_hosts:
-                gpu_pool[host] = min(gpu_pool[host] + n, gpu_hosts[host])
-        cpu_pool.update(h for h in job.cpu_hosts if h in cpu_hosts)
-    return _plan(cluster, req, gpu_pool, cpu_pool, victims, now_us)
+    out = _evaluate(cluster.index, req, now_us, allow_preemption, None)
+    assert out is not None  # only a bound makes `_evaluate` give up
+    return out if isinstance(out, Unschedulable) else out.plan()
 
 
 def choose_victims(cluster: ClusterSnapshot, req: JobRequest) -> tuple[RunningJob, ...] | None:
@@ -90,37 +76,7 @@ def choose_victims(cluster: ClusterSnapshot, req: JobRequest) -> tuple[RunningJo
     Returns () when free resources already suffice. The result is in the
     re-sorted order (largest contribution first).
     """
-    gpu_hosts, cpu_hosts = _usable_hosts(cluster, req)
-    free_gpus = sum(m.gpus_free for m in cluster.machines if m.host in gpu_hosts)
-    free_cpus = sum(1 for m in cluster.machines if m.host in cpu_hosts and m.cpu_free)
-    short_gpus, short_cpus = req.gpus - free_gpus, req.cpu_machines - free_cpus
-    if short_gpus <= 0 and short_cpus <= 0:
-        return ()
-    candidates = sorted(
-        (j for j in cluster.running if j.priority > req.priority),
-        key=lambda j: (-j.priority, j.started_at_us, j.workload_id, j.job),
-    )
-    found: list[tuple[RunningJob, int, int]] = []
-    missing_gpus, missing_cpus = short_gpus, short_cpus
-    for job in candidates:
-        if missing_gpus <= 0 and missing_cpus <= 0:
-            break
-        gpus = sum(n for h, n in job.gpus if h in gpu_hosts) if short_gpus > 0 else 0
-        cpus = sum(1 for h in job.cpu_hosts if h in cpu_hosts) if short_cpus > 0 else 0
-        if (missing_gpus > 0 and gpus) or (missing_cpus > 0 and cpus):
-            found.append((job, gpus, cpus))
-            missing_gpus, missing_cpus = missing_gpus - gpus, missing_cpus - cpus
-    if missing_gpus > 0 or missing_cpus > 0:
-        return None
-    # Largest first; the sort is stable, so equal sizes keep the scan's preference.
-    found.sort(key=lambda t: -(t[1] + GPUS_PER_MACHINE * t[2]))
-    kept: list[RunningJob] = []
-    for job, gpus, cpus in found:
-        kept.append(job)
-        short_gpus, short_cpus = short_gpus - gpus, short_cpus - cpus
-        if short_gpus <= 0 and short_cpus <= 0:
-            break
-    return tuple(kept)
+    return cluster.index.victims(req)
 
 
 def place_workload(
@@ -134,27 +90,29 @@ def place_workload(
 
     Jobs are placed in the given order; each tries every cluster and takes the
     highest `value` (ties: smallest cluster id). The chosen plan is applied to
-    a working copy of its cluster (`apply_plan`) before the next job is
-    placed, so the jobs of one workload never count the same GPU twice. The
-    workload's score is the sum of its jobs' values.
+    a working copy of its cluster (`apply_plan`, here on its index) before the
+    next job is placed, so the jobs of one workload never count the same GPU
+    twice. The workload's score is the sum of its jobs' values.
     """
     if not jobs:
         raise ValueError("place_workload: a workload has at least one job")
     workload_id = jobs[0].workload_id
     if any(j.workload_id != workload_id for j in jobs):
         raise ValueError(f"place_workload: jobs of several workloads, expected {workload_id}")
-    work = sorted(clusters, key=lambda c: c.cluster_id)
+    work = [c.index for c in sorted(clusters, key=lambda c: c.cluster_id)]
     plans: list[JobPlan] = []
-    for req in jobs:
-        best: tuple[int, JobPlan] | None = None
+    for n, req in enumerate(jobs):
+        best: tuple[int, _Option] | None = None
         could_help = False
         reasons: list[str] = []
-        for index, cluster in enumerate(work):
-            out = place_job(cluster, req, now_us, allow_preemption=allow_preemption)
+        for index, ix in enumerate(work):
+            out = _evaluate(ix, req, now_us, allow_preemption, best[1].value if best else None)
+            if out is None:  # cannot beat `best`
+                continue
             if isinstance(out, Unschedulable):
                 could_help = could_help or out.preemption_could_help
-                reasons.append(f"{cluster.cluster_id}: {out.reason}")
-            elif best is None or out.score.value > best[1].score.value:
+                reasons.append(f"{ix.cluster_id}: {out.reason}")
+            elif best is None or out.value > best[1].value:
                 best = (index, out)
         if best is None:
             shown = "; ".join(reasons[:REASONS_SHOWN_MAX]) or "no ML dynamic cluster"
@@ -163,8 +121,10 @@ def place_workload(
             return Unschedulable(
                 reason=f"job {req.job}: {shown}{suffix}", preemption_could_help=could_help
             )
-        index, plan = best
-        work[index] = apply_plan(work[index], req, plan, now_us)
+        index, option = best
+        plan = option.plan()
+        if n + 1 < len(jobs):
+            work[index] = work[index].apply(req, plan, now_us)
         plans.append(plan)
     return WorkloadPlan(
         workload_id=workload_id,
@@ -213,76 +173,95 @@ def apply_plan(
     return msgspec.structs.replace(cluster, machines=machines, running=running)
 
 
-def _usable_hosts(cluster: ClusterSnapshot, req: JobRequest) -> tuple[dict[str, int], set[str]]:
-    """Healthy machines `req` could ever use: GPU host -> GPUs in total, and CPU hosts."""
-    gpu_hosts = {
-        m.host: m.gpus_total
-        for m in cluster.machines
-        if m.healthy and m.is_gpu and req.gpus > 0 and m.gpu_type == req.gpu_type
-    }
-    cpu_hosts = {m.host for m in cluster.machines if m.healthy and not m.is_gpu}
-    return gpu_hosts, cpu_hosts
+class _Option:
+    """A job's plan in one cluster, scored; its host lists are built only if it wins."""
+
+    __slots__ = (
+        "cluster_id",
+        "cpu",
+        "cpu_pool",
+        "gpu",
+        "gpu_pool",
+        "req",
+        "score",
+        "value",
+        "victims",
+    )
+
+    def __init__(
+        self,
+        ix: ClusterIndex,
+        req: JobRequest,
+        gpu_pool: RackPool,
+        cpu_pool: RackPool,
+        score: PScore,
+        victims: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        self.cluster_id = ix.cluster_id
+        self.victims = victims
+        self.req = req
+        self.gpu_pool, self.cpu_pool = gpu_pool, cpu_pool
+        self.gpu = gpu_pool.choose(req.gpus)
+        self.cpu = cpu_pool.choose(req.cpu_machines)
+        racks = set(self.gpu[0]) | set(self.cpu[0])
+        racks.update(r for r in (self.gpu[1], self.cpu[1]) if r is not None)
+        self.score = msgspec.structs.replace(score, racks=len(racks))
+        self.value = self.score.value
+
+    def plan(self) -> JobPlan:
+        return JobPlan(
+            cluster_id=self.cluster_id,
+            job=self.req.job,
+            gpus=tuple(sorted(self.gpu_pool.pick(self.gpu))),
+            cpu_hosts=tuple(sorted(h for h, _ in self.cpu_pool.pick(self.cpu))),
+            victims=self.victims,
+            score=self.score,
+        )
 
 
-def _plan(
-    cluster: ClusterSnapshot,
+def _evaluate(
+    ix: ClusterIndex,
     req: JobRequest,
-    gpu_pool: Mapping[str, int],
-    cpu_pool: set[str],
-    victims: Sequence[RunningJob],
     now_us: int,
-) -> JobPlan:
-    rack_of = {m.host: m.rack for m in cluster.machines}
-    gpus = _pick(gpu_pool, rack_of, req.gpus)
-    cpus = _pick(dict.fromkeys(cpu_pool, 1), rack_of, req.cpu_machines)
+    allow_preemption: bool,
+    floor: float | None,
+) -> _Option | Unschedulable | None:
+    """`req` in one cluster; None if it cannot score above `floor` (the best so far)."""
+    racks_min = 1 if req.gpus > 0 or req.cpu_machines > 0 else 0
+    gpu_pool, cpu_pool = ix.gpu_pool(req), ix.cpu_pool
+    if gpu_pool.total >= req.gpus and cpu_pool.total >= req.cpu_machines:
+        if floor is not None and PScore(racks=racks_min).value <= floor:
+            return None
+        return _Option(ix, req, gpu_pool, cpu_pool, _FREE)
+    gpus_hw = ix.gpu_hw.get(req.gpu_type or "", 0) if req.gpus > 0 else 0
+    if gpus_hw < req.gpus or len(ix.cpu_hosts) < req.cpu_machines:
+        return Unschedulable(
+            reason=f"needs {req.gpus} {req.gpu_type} GPUs + {req.cpu_machines} CPU machines, "
+            f"has {gpus_hw} + {len(ix.cpu_hosts)} healthy",
+            preemption_could_help=False,
+        )
+    if not allow_preemption:
+        return Unschedulable(reason="not enough free resources", preemption_could_help=True)
+    # Free resources fall short, so a plan preempts at least one job: its value
+    # is at most -W_VICTIMS, below any free plan's.
+    if floor is not None and floor >= -W_VICTIMS:
+        return None
+    victims = ix.victims(req)
+    if victims is None:
+        return Unschedulable(
+            reason=f"not enough even preempting every job below priority {req.priority}",
+            preemption_could_help=True,
+        )
     score = PScore(
         victims=len(victims),
         victim_priority=min((v.priority for v in victims), default=None),
         victim_run_s=sum(max(0, now_us - v.started_at_us) // US_PER_S for v in victims),
-        racks=len({rack_of[h] for h, _ in gpus} | {rack_of[h] for h, _ in cpus}),
+        racks=racks_min,
     )
-    return JobPlan(
-        cluster_id=cluster.cluster_id,
-        job=req.job,
-        gpus=tuple(sorted(gpus)),
-        cpu_hosts=tuple(sorted(h for h, _ in cpus)),
-        victims=tuple(sorted(v.key for v in victims)),
-        score=score,
-    )
+    if floor is not None and score.value <= floor:
+        return None
+    keys = tuple(sorted(v.key for v in victims))
+    return _Option(ix, req, *ix.pools_after(req, victims), score, keys)
 
 
-def _pick(pool: Mapping[str, int], rack_of: Mapping[str, str], need: int) -> list[Slot]:
-    """`need` units from `pool` (host -> free units), rack-batched; the caller ensures enough."""
-    if need <= 0:
-        return []
-    racks: dict[str, list[Slot]] = defaultdict(list)
-    for host, units in pool.items():
-        if units > 0:
-            racks[rack_of[host]].append((host, units))
-    for slots in racks.values():
-        slots.sort(key=lambda s: (-s[1], s[0]))
-    room = {rack: sum(units for _, units in slots) for rack, slots in racks.items()}
-    if sum(room.values()) < need:
-        raise RuntimeError(f"placement bug: asked for {need} units, pool has {sum(room.values())}")
-    chosen: list[Slot] = []
-    while True:
-        fitting = [rack for rack in room if room[rack] >= need]
-        if fitting:
-            best = min(fitting, key=lambda r: (len(_fill(racks[r], need)), room[r], r))
-            return chosen + _fill(racks[best], need)
-        widest = min(room, key=lambda r: (-room[r], r))
-        chosen.extend(racks[widest])
-        need -= room.pop(widest)
-
-
-def _fill(slots: Sequence[Slot], need: int) -> list[Slot]:
-    """Fewest machines of one rack for `need` units (slots sorted largest first)."""
-    out: list[Slot] = []
-    i = 0
-    while slots[i][1] < need:  # even the roomiest machine left cannot finish the job
-        out.append(slots[i])
-        need -= slots[i][1]
-        i += 1
-    host, _ = min((s for s in slots[i:] if s[1] >= need), key=lambda s: (s[1], s[0]))
-    out.append((host, need))
-    return out
+_FREE = PScore()

@@ -80,27 +80,60 @@ def quota_scan(
         One `Ranked` per pending workload, sorted by priority (0 first), then
         credit (highest first), then id.
     """
-    used = {name: tuple(running_usage.get(name, (0, 0))) for name in tenants}
-    ranked: list[Ranked] = []
-    for w in sorted(pending, key=lambda w: (-w.credit, w.id)):
-        quota = tenants.get(w.tenant)
-        fits = False
+    quotas = {name: (t.priority, t.gpu_quota, t.cpu_quota) for name, t in tenants.items()}
+    rows = quota_order(
+        [(w.id, w.tenant, w.credit) for w in pending],
+        [(w.gpus, w.cpu_machines) for w in pending],
+        quotas,
+        running_usage,
+    )
+    return [
+        Ranked(id=wid, tenant=tenant, priority=priority, credit=credit, within_quota=fits)
+        for wid, tenant, priority, credit, fits in rows
+    ]
+
+
+# A ranked workload: (id, tenant, priority, credit, within_quota).
+Row = tuple[str, str, int, float, bool]
+
+
+def quota_order(
+    credits: Sequence[tuple[str, str, float]],
+    requests: Sequence[tuple[int, int]],
+    quotas: Mapping[str, tuple[int, int, int]],
+    running_usage: Mapping[str, tuple[int, int]],
+) -> list[Row]:
+    """`quota_scan` over plain tuples (what the GMS runs over its whole queue).
+
+    Args:
+        credits: (id, tenant, credit) per pending workload.
+        requests: (GPUs, CPU machines) per pending workload, in the same order.
+        quotas: tenant -> (priority, GPU quota, CPU-machine quota).
+        running_usage: as for `quota_scan`.
+
+    Returns:
+        (id, tenant, priority, credit, within_quota) per workload, in
+        dispatch order. Remaining ties go by input position, as with stable
+        sorts.
+    """
+    by_credit = [(-credit, wid, i) for i, (wid, _, credit) in enumerate(credits)]
+    by_credit.sort()
+    used = {name: tuple(running_usage.get(name, (0, 0))) for name in quotas}
+    # The final order is by priority, then the credit order: a stable bucketing
+    # of the credit order by priority, O(N) instead of a second sort.
+    buckets: dict[int, list[Row]] = {}
+    for _, wid, i in by_credit:
+        tenant, credit = credits[i][1], credits[i][2]
+        gpus, cpus = requests[i]
+        quota = quotas.get(tenant)
+        row: Row = (wid, tenant, PRIORITY_LOWEST, credit, False)
         if quota is not None:
-            gpus_used, cpus_used = used[w.tenant]
-            fits = (
-                gpus_used + w.gpus <= quota.gpu_quota
-                and cpus_used + w.cpu_machines <= quota.cpu_quota
-            )
-            if fits:
-                used[w.tenant] = (gpus_used + w.gpus, cpus_used + w.cpu_machines)
-        ranked.append(
-            Ranked(
-                id=w.id,
-                tenant=w.tenant,
-                priority=quota.priority if fits and quota is not None else PRIORITY_LOWEST,
-                credit=w.credit,
-                within_quota=fits,
-            )
-        )
-    ranked.sort(key=lambda r: (r.priority, -r.credit, r.id))
-    return ranked
+            gpus_used, cpus_used = used[tenant]
+            if gpus_used + gpus <= quota[1] and cpus_used + cpus <= quota[2]:
+                used[tenant] = (gpus_used + gpus, cpus_used + cpus)
+                row = (wid, tenant, quota[0], credit, True)
+        bucket = buckets.get(row[2])
+        if bucket is None:
+            buckets[row[2]] = bucket = []
+        bucket.append(row)
+    return [row for priority in sorted(buckets) for row in buckets[priority]]

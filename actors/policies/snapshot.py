@@ -15,10 +15,16 @@ out whole.
 
 from __future__ import annotations
 
+import functools
+from typing import TYPE_CHECKING
+
 import msgspec
 
 from actors.policies.pscore import PScore
 from store.records import PRIORITY_LOWEST
+
+if TYPE_CHECKING:
+    from actors.policies.capacity import ClusterIndex
 
 __all__ = [
     "ClusterSnapshot",
@@ -98,12 +104,24 @@ class RunningJob(_Snap, kw_only=True):
         return sum(n for _, n in self.gpus)
 
 
-class ClusterSnapshot(_Snap, kw_only=True):
-    """One ML dynamic cluster: its machines and the jobs running on them."""
+class ClusterSnapshot(_Snap, kw_only=True, dict=True):
+    """One ML dynamic cluster: its machines and the jobs running on them.
+
+    `index` is the snapshot's placement index (`actors.policies.capacity`),
+    built on first use and then kept with the snapshot: a snapshot is frozen,
+    so its index never goes stale. It is not a field (not compared, not
+    encoded).
+    """
 
     cluster_id: str
     machines: tuple[MachineState, ...]
     running: tuple[RunningJob, ...] = ()
+
+    @functools.cached_property
+    def index(self) -> ClusterIndex:
+        from actors.policies.capacity import ClusterIndex
+
+        return ClusterIndex.build(self)
 
 
 class JobRequest(_Snap, kw_only=True):
