@@ -489,6 +489,7 @@ class GenerousGMS(GlobalScheduler):
             n: msgspec.structs.replace(t, gpu_quota=t.gpu_quota * 100, cpu_quota=t.cpu_quota * 100)
             for n, t in self.tenants.items()
         }
+        self.quotas = {n: (t.priority, t.gpu_quota, t.cpu_quota) for n, t in self.tenants.items()}
 
 
 class ForgetfulGMS(GlobalScheduler):
