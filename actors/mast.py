@@ -66,7 +66,8 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     # "colocated": users placed each workload's tables together in a region with
     # its hardware (static placement, before Tetris); "home-only": every table
     # only in its home region, so multi-table workloads may wait for data.
-    data_placement: Literal["colocated", "home-only"] = "colocated"
+    # "replicated": every table in every region (what a perfect Tetris approaches).
+    data_placement: Literal["colocated", "home-only", "replicated"] = "colocated"
 
     def __post_init__(self) -> None:
         if self.tenants < 1:
@@ -133,7 +134,13 @@ class MastSystem:
             )
             if params.table_list is not None:
                 tables = list(params.table_list)
-        if params.data_placement == "colocated":
+        if params.data_placement == "replicated":
+            names = sorted(r.name for r in world.regions)
+            tables = [
+                msgspec.structs.replace(t, replicas=tuple(n for n in names if n != t.home_region))
+                for t in tables
+            ]
+        elif params.data_placement == "colocated":
             hardware = {
                 r.name: set(r.gpu_machines) | ({"cpu"} if r.cpu_machines else set())
                 for r in world.regions

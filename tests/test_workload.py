@@ -376,3 +376,25 @@ def test_worlds_without_gpus_or_without_cpus():
         assert workloads and all((w.gpus > 0) == gpu for w in workloads)
         assert all(w.cpu_machines <= 50 for w in workloads)  # region_share_max of 100
         assert all(w.gpus <= 80 for w in workloads)  # region_share_max of 160
+
+
+def test_preprocessing_cap_per_gpu_machine():
+    world = preset("small")
+    tenants = make_tenants(10, random.Random(1), world)
+    base = GeneratorParams(load=20 * load_for_world(world))
+    capped = msgspec.structs.replace(base, preprocess_per_gpu_machine_max=1.0)
+    free, _ = generate(base, random.Random(3), tenants=tenants, world=world, span_us=DAY_US)
+    held, _ = generate(capped, random.Random(3), tenants=tenants, world=world, span_us=DAY_US)
+    assert [w.id for w in free] == [w.id for w in held]  # same arrivals, only sizes change
+
+    def ratio(w: WorkloadSpec) -> float:
+        gpu_machines = sum(-(-j.gpus // GPUS_PER_MACHINE) for j in w.jobs)
+        prep = sum(j.cpu_machines for j in w.jobs if j.role == "preprocess")
+        return prep / gpu_machines
+
+    gpu_workloads = [i for i, w in enumerate(held) if w.gpus]
+    # With the cap, preprocessing never exceeds one CPU machine per GPU machine
+    # (an 8-GPU trainer plus an 8-GPU evaluator count as two GPU machines)...
+    assert all(ratio(held[i]) <= 1.0 for i in gpu_workloads)
+    # ...while the paper's statistics alone ask for many more.
+    assert max(ratio(free[i]) for i in gpu_workloads) > 4
