@@ -160,7 +160,10 @@ class ClusterView:
             for host in held.cpu_hosts:
                 self.cpu_busy.discard(host)
             self._dirty_hosts.update(held.gpus, held.cpu_hosts)
-            self._dirty_jobs.add(key)
+            if key in self._running:
+                self._dirty_jobs.add(key)
+            else:  # never in a snapshot: nothing to undo (and the set stays bounded)
+                self._dirty_jobs.discard(key)
             self._snapshot = None
         return held
 

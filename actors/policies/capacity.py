@@ -13,10 +13,13 @@ the kind it asks for, rack by rack, and the running jobs it scans:
   type and in CPU machines;
 - the healthy hardware per GPU type and the healthy CPU machines.
 
-`ClusterIndex.apply` is the index of the cluster after a plan, derived from
-this one by touching only what the plan changes: the next job of a workload
-is placed on it, as `placement.apply_plan` would give, without rebuilding a
-snapshot. Indices are values: nothing changes one once it is built.
+Derived indices touch only what changed: `ClusterIndex.apply` is the index
+after a plan (the next job of a workload is placed on it, as on the snapshot
+`placement.apply_plan` gives, without building that snapshot), and
+`ClusterIndex.updated` the index after machines' free capacity and running
+jobs changed (a `ClusterView` gives each new snapshot the index updated from
+its last one, `attach_index`). Both equal `ClusterIndex.build` of the
+changed snapshot. Indices are values: nothing changes one once it is built.
 
 Hosts are unique within a snapshot (a `ClusterView` builds it from a dict).
 """
