@@ -38,20 +38,43 @@ from store.records import GPUS_PER_MACHINE
 Key = tuple[str, str]
 
 
+QUEUE_EVENTS = frozenset({"queue.submit", "queue.award", "queue.transition"})
+
+
 class _StoreChecker:
-    """Dispatches store events by repository function name to `on_<name>` methods."""
+    """Dispatches store events by repository function name to `on_<name>` methods.
+
+    With `tracks_queue`, `self.queue` holds each workload's state in the job
+    queue as the store committed it; handlers see the state from before the
+    event they judge, and the base advances it afterwards.
+    """
 
     name = ""
     kinds: tuple[str, ...] = ("store",)
     _routes: dict[str, str] = {}
+    tracks_queue = False
+
+    def __init__(self) -> None:
+        self.queue: dict[str, str] = {}
 
     def observe(self, event: TraceEvent) -> list[str]:
         method = self._routes.get(event.type)
-        if method is None:
+        tracked = self.tracks_queue and event.type in QUEUE_EVENTS
+        if method is None and not tracked:
             return []
-        handler: Callable[[Any, Any, TraceEvent], list[str]] = getattr(self, method)
         args, result = event.payload
-        return handler(args, result, event)
+        out: list[str] = []
+        if method is not None:
+            handler: Callable[[Any, Any, TraceEvent], list[str]] = getattr(self, method)
+            out = handler(args, result, event)
+        if tracked and result:
+            if event.type == "queue.submit":
+                self.queue[args[0]["id"]] = "PENDING"
+            elif event.type == "queue.award":
+                self.queue[args[2]] = "DISPATCHING"
+            else:
+                self.queue[args[0]] = args[2]
+        return out
 
     def finish(self) -> list[str]:
         return []
@@ -149,20 +172,12 @@ class GangChecker(_StoreChecker):
 
 class AuctionChecker(_StoreChecker):
     name = "auction"
-    _routes = {
-        "queue.submit": "on_submit",
-        "queue.award": "on_award",
-        "queue.transition": "on_transition",
-    }
+    _routes = {"queue.award": "on_award"}
+    tracks_queue = True
 
     def __init__(self) -> None:
-        self.state: dict[str, str] = {}
+        super().__init__()
         self.winner: dict[int, str] = {}
-
-    def on_submit(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
-        if result:
-            self.state[args[0]["id"]] = "PENDING"
-        return []
 
     def on_award(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         if not result:
@@ -172,16 +187,10 @@ class AuctionChecker(_StoreChecker):
         first = self.winner.setdefault(auction, region)
         if first != region:
             out.append(f"auction {auction} has two winners: {first} and {region}")
-        state = self.state.get(workload)
+        state = self.queue.get(workload)
         if state not in QUEUED:
             out.append(f"{workload} awarded to {region} while {state}")
-        self.state[workload] = "DISPATCHING"
         return out
-
-    def on_transition(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
-        if result:
-            self.state[args[0]] = args[2]
-        return []
 
 
 class PreemptionChecker(_StoreChecker):
@@ -333,17 +342,13 @@ class ColocationChecker(_FactsChecker):
 
 class QuotaChecker(_FactsChecker):
     name = "quota"
-    _routes = {
-        "queue.submit": "on_submit",
-        "queue.award": "on_award",
-        "queue.transition": "on_transition",
-        "queue.rank": "on_rank",
-    }
+    _routes = {"queue.submit": "on_submit", "queue.rank": "on_rank"}
+    tracks_queue = True
 
     def __init__(self) -> None:
+        super().__init__()
         self.quota: dict[str, tuple[int, int]] = {}
         self.need: dict[str, tuple[str, int, int]] = {}
-        self.active: set[str] = set()
 
     def on_setup(self, type_: str, payload: Any) -> None:
         if type_ == "tenants":
@@ -356,24 +361,13 @@ class QuotaChecker(_FactsChecker):
         self.need[spec["id"]] = (spec["tenant"], gpus, cpus)
         return []
 
-    def on_award(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
-        if result:
-            self.active.add(args[2])
-        return []
-
-    def on_transition(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
-        if result:
-            if args[2] in ("DISPATCHING", "RUNNING"):
-                self.active.add(args[0])
-            else:
-                self.active.discard(args[0])
-        return []
-
     def on_rank(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         if not result or not self.quota:
             return []
         used: dict[str, list[int]] = {}
-        for wid in self.active:
+        for wid, state in self.queue.items():
+            if state not in ("DISPATCHING", "RUNNING"):
+                continue
             tenant, gpus, cpus = self.need[wid]
             u = used.setdefault(tenant, [0, 0])
             u[0] += gpus
@@ -407,9 +401,10 @@ class LostWorkloadChecker(_StoreChecker):
         "fleet.start": "on_start",
         "fleet.release": "on_release",
     }
+    tracks_queue = True
 
     def __init__(self) -> None:
-        self.state: dict[str, str] = {}
+        super().__init__()
         self.alive: dict[str, set[str]] = {}
         self.idle_since: dict[str, int] = {}
         self.now_us = 0
@@ -420,31 +415,24 @@ class LostWorkloadChecker(_StoreChecker):
 
     def on_submit(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         wid = args[0]["id"]
-        if result:
-            if wid in self.state:
-                return [f"{wid} submitted twice"]
-            self.state[wid] = "PENDING"
-        elif wid not in self.state:
+        if result and wid in self.queue:
+            return [f"{wid} submitted twice"]
+        if not result and wid not in self.queue:
             return [f"{wid} refused by the queue but never entered it"]
         return []
 
     def on_award(self, args: list[Any], result: Any, event: TraceEvent) -> list[str]:
-        if not result:
-            return []
-        wid = args[2]
-        before = self.state.get(wid)
-        self.state[wid] = "DISPATCHING"
-        if before not in QUEUED:
-            return [f"{wid} awarded from state {before}"]
+        before = self.queue.get(args[2])
+        if result and before not in QUEUED:
+            return [f"{args[2]} awarded from state {before}"]
         return []
 
     def on_transition(self, args: list[Any], result: Any, event: TraceEvent) -> list[str]:
         if not result:
             return []
         wid, from_states, to_state = args[0], args[1], args[2]
-        before = self.state.get(wid)
-        self.state[wid] = to_state
-        self._idle(wid)
+        before = self.queue.get(wid)
+        self._idle(wid, to_state)
         if before not in from_states:
             return [f"{wid} moved {from_states}→{to_state} while the checker saw it {before}"]
         return []
@@ -461,8 +449,8 @@ class LostWorkloadChecker(_StoreChecker):
             self._idle(args[2])
         return []
 
-    def _idle(self, wid: str) -> None:
-        if self.state.get(wid) == "RUNNING" and not self.alive.get(wid):
+    def _idle(self, wid: str, state: str | None = None) -> None:
+        if (state or self.queue.get(wid)) == "RUNNING" and not self.alive.get(wid):
             self.idle_since.setdefault(wid, self.now_us)
         else:
             self.idle_since.pop(wid, None)

@@ -107,6 +107,20 @@ def scenario(
     }
 
 
+def preemption_story(*, kind: str = "mast", duration: str = "2h", extra=()) -> dict[str, Any]:
+    """One region of 32 GPUs: L (priority 5) fills it; at 1 h H (priority 1) needs 16 of them."""
+    return scenario(
+        [
+            workload("L", "lo", 0, job(gpus=32, work=3 * H)),
+            *extra,
+            workload("H", "hi", 60 * MIN, job(gpus=16)),
+        ],
+        regions=("east",),
+        kind=kind,
+        duration=duration,
+    )
+
+
 def run(raw: dict[str, Any], tmp_path: Path, seed: int = 1) -> tuple[RunResult, list[TraceEvent]]:
     text = msgspec.json.encode(raw).decode()
     plan = plan_run(convert_scenario(raw, "scripted"), text, "scripted")
@@ -203,14 +217,8 @@ def test_a_workloads_jobs_start_together_or_not_at_all(tmp_path: Path) -> None:
 
 
 def test_only_lower_priority_work_is_preempted_after_its_checkpoint(tmp_path: Path) -> None:
-    raw = scenario(
-        [
-            workload("L", "lo", 0, job(gpus=32, work=3 * H)),
-            workload("E", "lo", 40 * MIN, job(gpus=8)),  # same priority as L: never preempts it
-            workload("H", "hi", 60 * MIN, job(gpus=16)),
-        ],
-        regions=("east",),
-    )
+    # E has L's priority: it never preempts L.
+    raw = preemption_story(duration="6h", extra=[workload("E", "lo", 40 * MIN, job(gpus=8))])
     result, events = run(raw, tmp_path)
     assert result.violations == []
     (dispatch,) = [d for d in decisions(events, "rms.dispatch") if d["victims"]]
@@ -336,15 +344,7 @@ def test_a_cm_that_reuses_a_victims_machines_before_its_checkpoint_is_caught(
     tmp_path: Path,
 ) -> None:
     kind = _broken("mast-eager-cm", cm=EagerCM)
-    raw = scenario(
-        [
-            workload("L", "lo", 0, job(gpus=32, work=3 * H)),
-            workload("H", "hi", 60 * MIN, job(gpus=16)),
-        ],
-        regions=("east",),
-        kind=kind,
-        duration="2h",
-    )
+    raw = preemption_story(kind=kind)
     result, _ = run(raw, tmp_path)
     assert any(
         v[2] == "preemption" and "before saving a checkpoint" in v[3] for v in result.violations
@@ -554,15 +554,7 @@ def test_quota_holds_with_a_correct_gms(tmp_path: Path) -> None:
 
 def test_a_gms_that_forgets_a_preempted_workload_is_caught_as_lost(tmp_path: Path) -> None:
     kind = _broken("mast-forgetful", gms=ForgetfulGMS)
-    raw = scenario(
-        [
-            workload("L", "lo", 0, job(gpus=32, work=3 * H)),
-            workload("H", "hi", 60 * MIN, job(gpus=16)),
-        ],
-        regions=("east",),
-        kind=kind,
-        duration="2h",
-    )
+    raw = preemption_story(kind=kind)
     result, _ = run(raw, tmp_path)
     assert any(
         v[2] == "no-lost-workload" and v[3].startswith("L is RUNNING but none of its jobs")

@@ -199,8 +199,6 @@ class ClusterIndex:
     # ---- the next state ------------------------------------------------------------
     def apply(self, req: JobRequest, plan: JobPlan, now_us: int) -> ClusterIndex:
         """The index of `placement.apply_plan(snapshot, req, plan, now_us)`."""
-        from actors.policies.snapshot import RunningJob
-
         victims = set(plan.victims)
         released: dict[str, int] = defaultdict(int)
         released_cpus: set[str] = set()
@@ -230,18 +228,8 @@ class ClusterIndex:
                 free = (host in self.cpu_free or host in released_cpus) and host not in taken_cpus
                 if free != (host in self.cpu_free):
                     cpu_units[host] = int(free)
-        added = []
-        if plan.gpus or plan.cpu_hosts:
-            added.append(
-                RunningJob(
-                    workload_id=req.workload_id,
-                    job=req.job,
-                    priority=req.priority,
-                    started_at_us=now_us,
-                    gpus=plan.gpus,
-                    cpu_hosts=plan.cpu_hosts,
-                )
-            )
+        placed = plan.placed(req, now_us)
+        added = [placed] if placed is not None else []
         return self._evolve(gpu_units, cpu_units, keys, scan, added)
 
     def updated(

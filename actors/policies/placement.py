@@ -160,15 +160,8 @@ def apply_plan(
         for m in cluster.machines
     )
     running = tuple(j for j in cluster.running if j.key not in victims)
-    if plan.gpus or plan.cpu_hosts:
-        placed = RunningJob(
-            workload_id=req.workload_id,
-            job=req.job,
-            priority=req.priority,
-            started_at_us=now_us,
-            gpus=plan.gpus,
-            cpu_hosts=plan.cpu_hosts,
-        )
+    placed = plan.placed(req, now_us)
+    if placed is not None:
         running = (*running, placed)
     return msgspec.structs.replace(cluster, machines=machines, running=running)
 

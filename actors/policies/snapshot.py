@@ -162,6 +162,19 @@ class JobPlan(_Snap, kw_only=True):
     def gpu_count(self) -> int:
         return sum(n for _, n in self.gpus)
 
+    def placed(self, req: JobRequest, now_us: int) -> RunningJob | None:
+        """The job as it runs once this plan is carried out (None if it holds nothing)."""
+        if not (self.gpus or self.cpu_hosts):
+            return None
+        return RunningJob(
+            workload_id=req.workload_id,
+            job=req.job,
+            priority=req.priority,
+            started_at_us=now_us,
+            gpus=self.gpus,
+            cpu_hosts=self.cpu_hosts,
+        )
+
 
 class WorkloadPlan(_Snap, kw_only=True):
     """A gang placement: one plan per job, all in one region; `score` is their summed value."""
