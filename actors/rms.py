@@ -148,7 +148,7 @@ class RegionalScheduler(LeaseHolder):
 
     @on(ScanEnd)
     def scan_end(self, _: ScanEnd) -> None:
-        pass
+        """Nothing to do: the negative cache lives until the next ScanStart resets it."""
 
     @on(AuctionOpen)
     def auction(self, msg: AuctionOpen) -> None:
