@@ -337,3 +337,15 @@ def test_mast_vs_federated_high_priority_slo(seed: int, tmp_path: Path) -> None:
     assert mast["slo_violation_rate_high_priority"] <= 0.1
     high = "slo_violation_rate_high_priority"
     assert federated[high] >= 0.1 and federated[high] > 2 * mast[high]
+
+
+def test_quickstart_keeps_gpus_over_90_percent_allocated_once_loaded(tmp_path: Path) -> None:
+    # The README's first command, in full: MAST keeps a loaded world's GPUs busy
+    # (issue target > 90% from the first GPU workload that found no room).
+    db = tmp_path / "q.db"
+    assert main(["run", "quickstart", "--out", str(db), "--no-progress"]) == 0
+    report = report_of(db)
+    assert report["invariant_violations"] == 0
+    assert report["workloads"]["lost"] == 0
+    assert report["loaded_from_s"] is not None
+    assert report["gpu_allocation_rate_loaded"] > 0.90
