@@ -287,6 +287,8 @@ class ColocationChecker(_FactsChecker):
     _routes = {
         "queue.submit": "on_submit",
         "catalog.replica": "on_replica",
+        "catalog.delete": "on_delete",
+        "migration.done": "on_copied",
         "fleet.start": "on_start",
     }
 
@@ -318,6 +320,17 @@ class ColocationChecker(_FactsChecker):
             regions.add(region)
         else:
             regions.discard(region)
+        return []
+
+    def on_delete(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result:
+            self.ready.get(args[0], set()).discard(args[1])
+        return []
+
+    def on_copied(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result:
+            table, region, _bytes = result
+            self.ready.setdefault(table, set()).add(region)
         return []
 
     def on_start(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:

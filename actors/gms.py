@@ -7,7 +7,8 @@ credit⟩ ranking, tells the RMSs the pass has started (they reset their
 negative caches), and dispatches in rank order through auctions. An award is
 committed in the store (compare-and-set, fenced by the GMS lease) before it
 is announced. A workload no region can place waits (WAITING) for the next
-pass; one whose data no region holds waits for data (WAITING_DATA).
+pass; one that only lacks data in the regions with its hardware waits for
+data (WAITING_DATA) and, with a migration service, asks for it to be copied.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Literal
 
 import msgspec
 
+from actors.data_messages import DataRequest, ReplicaReady
 from actors.leadership import LeaseHolder, LeaseTiming
 from actors.messages import (
     Abstain,
@@ -53,6 +55,11 @@ class GMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     # demand/supply of its hardware type; it then queues and runs there only.
     binding: Literal["mast", "federated"] = "mast"
     lease: LeaseTiming = LeaseTiming()
+    # On-demand replication: a workload that every region declined for lack of
+    # data is reported to the migration service (when the run has one), which
+    # copies its data to a region with its hardware by this soft deadline.
+    on_demand: bool = False
+    on_demand_deadline: Duration = Duration(2 * 3_600_000_000)
 
 
 class _Scan(msgspec.Struct, frozen=True, tag=True):
@@ -221,17 +228,50 @@ class GlobalScheduler(LeaseHolder):
             )
             return
         reasons = sorted({a.reason for a in abstains})
-        state = (
-            "WAITING_DATA"
-            if reasons == ["no_data"] and len(abstains) == len(regions)
-            else "WAITING"
-        )
+        # Waiting for data: every region that has the hardware lacks the data.
+        for_data = "no_data" in reasons and set(reasons) <= {"no_data", "no_hardware"}
+        state = "WAITING_DATA" if for_data and len(abstains) == len(regions) else "WAITING"
         await self.store(queue.transition, workload_id, QUEUED, state, self.now_us)
         self.decision(
             "auction.none",
             {"auction": auction_id, "workload": workload_id, "state": state, "reasons": reasons},
         )
+        if state == "WAITING_DATA" and self.params.on_demand:
+            self._request_data(spec, priority)
         await self.store(queue.close_auction, auction_id, self.now_us, state.lower(), None)
+
+    def _request_data(self, spec: WorkloadSpec, priority: int) -> None:
+        """Ask the migration service to bring the workload's data next to its hardware.
+
+        Sent at every pass the workload still waits for data: the service
+        ignores tables already on their way, and a request lost with a failed
+        service is made again.
+        """
+        kinds = sorted({j.gpu_type for j in spec.jobs if j.gpus and j.gpu_type})
+        main = _main_hardware(spec)[0]
+        if main in kinds:  # the main GPU type first: the target is chosen by its supply
+            kinds.remove(main)
+            kinds.insert(0, main)
+        if any(j.cpu_machines for j in spec.jobs):
+            kinds.append("cpu")
+        self.send_reliably(
+            "migration",
+            DataRequest(
+                workload_id=spec.id,
+                tables=spec.input_tables,
+                hardware=tuple(kinds),
+                priority=priority,
+                deadline_us=self.now_us + self.params.on_demand_deadline,
+                gms_epoch=self.fence.epoch if self.fence else 0,
+            ),
+        )
+
+    @on(ReplicaReady)
+    def replica_ready(self, msg: ReplicaReady) -> None:
+        """A table arrived somewhere: workloads waiting for it are tried at the next pass."""
+        self.decision(
+            "data.ready", {"table": msg.table, "region": msg.region, "workload": msg.workload_id}
+        )
 
     # ---- reports from the RMSs --------------------------------------------------------
     @on(Bid, Abstain)

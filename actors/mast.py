@@ -20,6 +20,7 @@ from actors.client import Client, ClientParams
 from actors.cm import ClusterManager, CMParams
 from actors.gms import GlobalScheduler, GMSParams
 from actors.leadership import LeaseTiming
+from actors.migration import MigrationService, MigrationServiceParams, MigrationSettings
 from actors.policies.credit import CreditParams
 from actors.policies.static_placement import colocate
 from actors.rms import RegionalScheduler, RMSParams
@@ -68,6 +69,8 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     # only in its home region, so multi-table workloads may wait for data.
     # "replicated": every table in every region (what a perfect Tetris approaches).
     data_placement: Literal["colocated", "home-only", "replicated"] = "colocated"
+    # The slow path's data-migration service (and on-demand replication).
+    migration: MigrationSettings = MigrationSettings()
 
     def __post_init__(self) -> None:
         if self.tenants < 1:
@@ -92,9 +95,10 @@ class MastSystem:
         gms: type[Actor] = GlobalScheduler,
         rms: type[Actor] = RegionalScheduler,
         cm: type[Actor] = ClusterManager,
+        migration: type[Actor] = MigrationService,
     ) -> None:
         self.kind = kind
-        self.classes = {"gms": gms, "rms": rms, "cm": cm}
+        self.classes = {"gms": gms, "rms": rms, "cm": cm, "migration": migration}
 
     def world(self, params: MastParams) -> WorldModel:
         return params.world_model or preset(params.world)
@@ -109,6 +113,7 @@ class MastSystem:
             ["gms/0", "client"]
             + [f"rms/{r.name}/0" for r in world.regions]
             + [f"cm/{c.id}/0" for c in clusters]
+            + (["migration/0"] if params.migration.enabled else [])
         )
 
     def check(self, params: MastParams, base_dir: Path) -> None:
@@ -167,6 +172,7 @@ class MastSystem:
                     credit=params.credit,
                     binding=params.policy,
                     lease=params.lease,
+                    on_demand=params.migration.enabled,
                 ),
             ),
             _actor("client", f"{first}/ctl1", Client, ClientParams(workloads=tuple(workloads))),
@@ -199,14 +205,36 @@ class MastSystem:
                 )
             )
 
+        roles = ["gms"] + [f"rms/{r}" for r in regions] + [f"cm/{c.id}" for c in clusters]
+        if params.migration.enabled:
+            roles.append("migration")
+            actors.append(
+                _actor(
+                    "migration/0",
+                    f"{first}/ctl2",
+                    self.classes["migration"],
+                    MigrationServiceParams(
+                        settings=params.migration, regions=regions, lease=params.lease
+                    ),
+                )
+            )
+
         async def setup(store: Any, record: Callable[[str, Any], None]) -> None:
             await queue.put_tenants(store, tenants)
+            await catalog.put_regions(store, storage_bytes(world))
             await fleet.put_clusters(store, clusters)
             await fleet.put_machines(store, fleet_machines)
             await catalog.put_tables(store, tables)
             _record_facts(record, tenants, fleet_machines, tables)
+            record(
+                "storage",
+                {
+                    "capacity": storage_bytes(world),
+                    "sizes": {t.name: t.size_bytes for t in tables},
+                    "daily_cap_bytes": params.migration.daily_cap_bytes,
+                },
+            )
 
-        roles = ["gms"] + [f"rms/{r}" for r in regions] + [f"cm/{c.id}" for c in clusters]
         return SystemBuild(
             actors=actors,
             roles=roles,
@@ -214,6 +242,11 @@ class MastSystem:
             hardware_watchers=tuple(cms),
             summary={"workloads": len(workloads), "tables": len(tables), "gpus": world.gpus},
         )
+
+
+def storage_bytes(world: WorldModel) -> dict[str, int]:
+    """Each region's warehouse capacity in bytes (`storage_pb` petabytes)."""
+    return {r.name: round(r.storage_pb * 1e15) for r in world.regions}
 
 
 def _record_facts(

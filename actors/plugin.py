@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import actors.checkers  # noqa: F401  (registers MAST's invariant checkers)
 import scenarios
-from actors import bench  # noqa: F401  (registers the gms, rms and day benchmarks)
+
+# Imported for what they register: invariant checkers and benchmarks.
+from actors import bench, checkers, data_checkers  # noqa: F401
 from actors.lease_demo import LeaseCandidate, LeaseClient
 from actors.mast import MastSystem
 from actors.report import MastReporter

@@ -1,8 +1,8 @@
 """The regional ML scheduler (RMS): bids in auctions, dispatches plans to its CMs.
 
-For an auction it checks, in order: that every input table has a ready
-replica in the region (else it abstains with `no_data`), that the region has
-the hardware (`no_hardware`), the negative cache (`negative_cache`); then it
+For an auction it checks, in order: that the region has the hardware
+(else it abstains with `no_hardware`), that every input table has a ready
+replica in the region (`no_data`), the negative cache (`negative_cache`); then it
 searches every dynamic cluster for every job (the placement policy) and bids
 the plan's P_score, or abstains `unschedulable`. The plan is kept as a
 tentative reservation until the award or release. On award it applies the
@@ -162,14 +162,16 @@ class RegionalScheduler(LeaseHolder):
 
         if self.fence is None:
             return abstain("busy")
-        tables = {t for job in msg.jobs for t in job.input_tables}
-        if not tables <= self.ready:
-            return abstain("no_data")
+        # Hardware first: a region that could never run the workload is not one
+        # that lacks its data (the GMS asks for data movement only for the latter).
         for job in msg.jobs:
             if job.gpus and job.gpu_type not in self.gpu_types:
                 return abstain("no_hardware")
             if job.cpu_machines and not self.has_cpu:
                 return abstain("no_hardware")
+        tables = {t for job in msg.jobs for t in job.input_tables}
+        if not tables <= self.ready:
+            return abstain("no_data")
         requests = [_request(msg.workload_id, job, msg.priority) for job in msg.jobs]
         props = [ncache.SchedProps.from_request(r) for r in requests]
         hit = any(ncache.fails_fast(self.cache, p) for p in props)

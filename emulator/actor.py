@@ -257,6 +257,14 @@ class Actor:
         """Stop a flow; returns the bytes that had arrived."""
         return self._kernel.cancel_flow(self._slot, flow_id)
 
+    def set_flow_rate_cap(self, flow_id: int, cap_bps: float | None) -> None:
+        """Pace one of this actor's flows (None: no cap; 0 holds it still)."""
+        self._kernel.set_flow_rate_cap(flow_id, cap_bps)
+
+    def wan_capacity_bps(self, src_region: str, dst_region: str) -> float:
+        """Bytes/s a lone flow could get from `src_region` to `dst_region` now (0: cut off)."""
+        return self._kernel.wan_capacity_bps(src_region, dst_region)
+
     def flow_progress(self, flow_id: int) -> tuple[int, int]:
         """(bytes arrived, total bytes) of an active flow."""
         return self._kernel.flow_progress(flow_id)

@@ -28,6 +28,7 @@ import msgspec
 from emulator.actor import Actor
 from emulator.commands import TIMED_OUT, Envelope, Receive, Sleep, StoreCall
 from emulator.errors import EmulatorInternalError, ForeignAwait
+from emulator.flows import flow_path
 from emulator.network import Network
 from emulator.pacing import Pacer
 from emulator.rng import RngStreams
@@ -534,6 +535,21 @@ class Kernel:
 
     def flow_progress(self, flow_id: int) -> tuple[int, int]:
         return self.network.fluid.progress(flow_id, self.now_us)
+
+    def set_flow_rate_cap(self, flow_id: int, cap_bps: float | None) -> None:
+        if flow_id not in self._flow_owner:
+            return
+        self.network.fluid.set_rate_cap(flow_id, cap_bps, self.now_us)
+        self.tracer.record(self.now_us, "flow", "", "", "cap", (flow_id, cap_bps))
+        self.flows_changed()
+
+    def wan_capacity_bps(self, src_region: str, dst_region: str) -> float:
+        """What one flow could get from `src` to `dst` alone now: its path's narrowest link."""
+        fluid = self.network.fluid
+        path = flow_path(src_region, dst_region)
+        if any(fluid.link_down(link) for link in path):
+            return 0.0
+        return min(fluid.capacity_bps(link) for link in path)
 
     def cancel_flow(self, slot: Slot, flow_id: int) -> int:
         slot.flows.discard(flow_id)

@@ -211,6 +211,57 @@ _V3 = """
 CREATE INDEX jobs_cluster_state ON jobs (cluster, state);
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3]
+# The slow path: region storage, the migration service's copies and daily byte
+# counts, Tetris's passes, and a replica's freshness lag.
+_V4 = """
+CREATE TABLE regions (
+    name          TEXT PRIMARY KEY,
+    storage_bytes INTEGER NOT NULL
+);
+
+ALTER TABLE replicas ADD COLUMN lag_s REAL NOT NULL DEFAULT 0;
+
+-- A cross-region copy of a table, ordered by Tetris or on demand by the GMS.
+-- bytes_done is the persisted progress: a restarted service resumes from it.
+CREATE TABLE copies (
+    id          INTEGER PRIMARY KEY,
+    table_name  TEXT    NOT NULL,
+    src         TEXT    NOT NULL,
+    dst         TEXT    NOT NULL,
+    size_bytes  INTEGER NOT NULL,
+    bytes_done  INTEGER NOT NULL DEFAULT 0,
+    priority    INTEGER NOT NULL,
+    deadline_us INTEGER,
+    created_us  INTEGER NOT NULL,
+    reason      TEXT    NOT NULL,
+    workload_id TEXT,
+    state       TEXT    NOT NULL CHECK (state IN ('queued', 'copying', 'done', 'cancelled')),
+    finished_us INTEGER
+);
+-- At most one live copy of a table into a region.
+CREATE UNIQUE INDEX copies_live ON copies (table_name, dst)
+    WHERE state IN ('queued', 'copying');
+CREATE INDEX copies_state ON copies (state);
+
+-- Bytes the migration service moved per emulated day (the daily cap).
+CREATE TABLE migration_days (
+    day   INTEGER PRIMARY KEY,
+    bytes INTEGER NOT NULL
+);
+
+-- One Tetris pass: what it planned.
+CREATE TABLE tetris_passes (
+    id            INTEGER PRIMARY KEY,
+    t_us          INTEGER NOT NULL,
+    version       TEXT    NOT NULL,
+    cost_before   REAL    NOT NULL,
+    cost_after    REAL    NOT NULL,
+    moves         INTEGER NOT NULL,
+    replicas      INTEGER NOT NULL,
+    bytes_planned INTEGER NOT NULL
+);
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
 
 SCHEMA_VERSION = len(MIGRATIONS)
