@@ -14,6 +14,12 @@ snapshot's placement index is derived from the last one's
 store starts from the view it replaces (`fetch(..., previous=)`), so what
 did not change is not rebuilt either. Snapshots and indices are equal to
 ones built from scratch.
+
+Machines in transit: RAS may move a machine into this cluster while a job of
+its old cluster still holds it (that cluster's CM frees it soon). Such a host
+is in `transit`: part of the cluster, but offered to no plan (unhealthy in
+snapshots) until a reload finds it free. Its holder is not one of this
+cluster's jobs, so it is never a preemption victim here.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ class ClusterView:
         self.gpus_used: dict[str, int] = dict.fromkeys(self.machines, 0)
         self.cpu_busy: set[str] = set()
         self.jobs: dict[tuple[str, str], Held] = {}
+        self.transit: set[str] = set()  # held by another cluster's job (module docstring)
         self._snapshot: ClusterSnapshot | None = None
         # The snapshot's parts, and what changed since they were made.
         self._hosts = sorted(self.machines)
@@ -83,8 +90,11 @@ class ClusterView:
             by_job.setdefault((a.workload_id, a.job), []).append(a)
         for key, allocs in sorted(by_job.items()):
             row = rows.get(key)
-            priority = row.priority if row else 0
-            started = row.started_us if row and row.started_us is not None else 0
+            if row is None:  # a live job of this cluster holds every allocation but these
+                view.transit.update(a.host for a in allocs)
+                continue
+            priority = row.priority
+            started = row.started_us if row.started_us is not None else 0
             view.allocate(
                 key,
                 priority,
@@ -120,6 +130,7 @@ class ClusterView:
         old.snapshot()
         dirty = {h for h, ok in self.healthy.items() if old.healthy.get(h) != ok}
         dirty.update(self.cpu_busy ^ old.cpu_busy)
+        dirty.update(self.transit ^ old.transit)
         used, old_used = self.gpus_used, old.gpus_used
         dirty.update(h for h in used.keys() | old_used.keys() if used.get(h) != old_used.get(h))
         self._dirty_hosts = dirty
@@ -175,6 +186,10 @@ class ClusterView:
         self._snapshot = None
 
     # ---- queries ------------------------------------------------------------------
+    def usable(self, host: str) -> bool:
+        """In the cluster, healthy and not in transit."""
+        return host in self.machines and self.healthy[host] and host not in self.transit
+
     def hosts_under(self, node: str) -> list[str]:
         prefix = node + "/"
         return sorted(h for h in self.machines if h == node or h.startswith(prefix))
@@ -199,7 +214,7 @@ class ClusterView:
                     gpus_total=m.gpus,
                     gpus_free=max(0, m.gpus - self.gpus_used.get(host, 0)),
                     cpu_free=m.gpus == 0 and host not in self.cpu_busy,
-                    healthy=self.healthy[host],
+                    healthy=self.healthy[host] and host not in self.transit,
                 )
                 if self._last is None or states.get(host) != state:
                     states[host] = state

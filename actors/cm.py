@@ -6,6 +6,13 @@ stops the victims with a checkpoint, and only once every victim has stopped
 and released its machines does it allocate (a compare-and-set in the store)
 and start the job's agent. A machine failure restarts the jobs on it from
 their last checkpoint on spare machines, or reports them failed.
+
+RAS changes the cluster's membership (`MembershipChanged`): the CM re-reads
+its machines; a job on a machine that left is treated like one on a failed
+machine (unless it is already stopping: it keeps the machine until it has
+stopped), and the RMS is told (`ClusterChanged`). A machine that joined while
+a job of another cluster holds it is in transit: unused, and re-read every
+`transit_recheck` until that job let it go.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from actors.messages import (
 )
 from actors.policies.placement import place_job
 from actors.policies.snapshot import JobPlan, JobRequest
+from actors.ras_messages import ClusterChanged, MembershipChanged
 from actors.workload import setup_time_us
 from emulator.actor import on
 from emulator.scenario import Duration
@@ -44,6 +52,10 @@ class CMParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     region: str
     checkpoint_cost: Duration = Duration(30_000_000)
     stop_timeout: Duration = Duration(300_000_000)
+    # Machines in transit (see the module docstring): how often, and how many
+    # times after a membership change, to re-read the cluster until they are free.
+    transit_recheck: Duration = Duration(10_000_000)
+    transit_rechecks_max: int = 90
     lease: LeaseTiming = LeaseTiming()
 
 
@@ -72,6 +84,10 @@ class _StopTimeout(msgspec.Struct, frozen=True, tag=True):
     attempt: int
 
 
+class _TransitRecheck(msgspec.Struct, frozen=True, tag=True):
+    """Self-timer: re-read the cluster, machines in transit may be free now."""
+
+
 class ClusterManager(LeaseHolder):
     kind = "mast-cm"
     Params = CMParams
@@ -93,6 +109,11 @@ class ClusterManager(LeaseHolder):
                 self.running[(row.workload_id, row.job)] = Running(
                     job, row.priority, row.attempt, _agent(row.workload_id, row.job, row.attempt), 0
                 )
+        # A membership change may have been half handled when this CM went down.
+        self.rechecks = 0
+        self.recheck_armed = False
+        await self._drop_strays()
+        self._watch_transit()
 
     # ---- plans ---------------------------------------------------------------------
     @on(ExecutePlan)
@@ -104,6 +125,9 @@ class ClusterManager(LeaseHolder):
         if key in self.running:
             self._result(msg, False, "job already running here")
             return
+        if not self.view.transit.isdisjoint([*(h for h, _ in msg.gpus), *msg.cpu_hosts]):
+            # The RMS may know first that another cluster's job let a machine go.
+            await self._reload()
         victims = {v for v in msg.victims if v in self.running}
         problem = self._stale(msg, victims)
         if problem:
@@ -132,12 +156,16 @@ class ClusterManager(LeaseHolder):
             machine = view.machines.get(host)
             if machine is None or not view.healthy[host]:
                 return f"machine {host} unknown or unhealthy"
+            if host in view.transit:
+                return f"machine {host} still held by another cluster's job"
             free = machine.gpus - view.gpus_used.get(host, 0) + freed.get(host, 0)
             if n > free:
                 return f"machine {host} has {free} GPUs free, plan needs {n}"
         for host in msg.cpu_hosts:
             if host not in view.machines or not view.healthy[host]:
                 return f"machine {host} unknown or unhealthy"
+            if host in view.transit:
+                return f"machine {host} still held by another cluster's job"
             if host in view.cpu_busy and host not in freed_cpu:
                 return f"CPU machine {host} is busy"
         return ""
@@ -298,6 +326,59 @@ class ClusterManager(LeaseHolder):
         if hosts:
             await self.store(fleet.set_health, hosts, True)
             self.view.set_health(hosts, True)
+
+    # ---- membership (RAS) -----------------------------------------------------------
+    @on(MembershipChanged)
+    async def membership(self, _: MembershipChanged) -> None:
+        self.rechecks = 0
+        await self._reload()
+
+    @on(_TransitRecheck)
+    async def transit_recheck(self, _: _TransitRecheck) -> None:
+        self.recheck_armed = False
+        await self._reload()
+
+    async def _reload(self) -> None:
+        """Re-read the cluster's machines; restart jobs on machines that left; tell the RMS."""
+        old = self.view
+        self.view = await ClusterView.fetch(self, self.params.cluster, previous=old)
+        await self._drop_strays()
+        view = self.view
+        if self.fence is not None and (
+            old.machines.keys() != view.machines.keys() or old.transit != view.transit
+        ):
+            self.send_reliably(
+                self.rms,
+                ClusterChanged(
+                    cm_epoch=self.fence.epoch,
+                    cluster=self.params.cluster,
+                    machines=len(view.machines),
+                ),
+            )
+        self._watch_transit()
+
+    async def _drop_strays(self) -> None:
+        """Restart the jobs that hold a machine RAS moved out of this cluster.
+
+        Like a machine failure (`_replace`), except for a job already stopping
+        (e.g. a preemption victim saving its checkpoint): it keeps the machine
+        until it has stopped, and the machine's new cluster waits for it.
+        """
+        if self.fence is None:
+            return
+        for key in await self.store(fleet.strays, self.params.cluster):
+            job = self.running.get(key)
+            if job is None or job.stopping is not None:
+                continue
+            self.decision("cm.machine-left", {"workload": key[0], "job": key[1]})
+            await self._replace(key)
+
+    def _watch_transit(self) -> None:
+        p = self.params
+        if self.view.transit and not self.recheck_armed and self.rechecks < p.transit_rechecks_max:
+            self.rechecks += 1
+            self.recheck_armed = True
+            self.set_timer(p.transit_recheck, _TransitRecheck())
 
     async def _replace(self, key: tuple[str, str]) -> None:
         """Restart a job hit by a machine failure on spare machines, from its checkpoint."""

@@ -12,9 +12,10 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
+from msgspec import Meta
 
 from actors.client import Client, ClientParams
 from actors.cm import ClusterManager, CMParams
@@ -23,7 +24,10 @@ from actors.leadership import LeaseTiming
 from actors.migration import MigrationService, MigrationServiceParams, MigrationSettings
 from actors.policies.credit import CreditParams
 from actors.policies.static_placement import colocate
+from actors.ras import RasSettings, check_settings, ras_addresses, ras_wiring
 from actors.rms import RegionalScheduler, RMSParams
+from actors.tetris import Tetris, TetrisActorParams, TetrisSettings, tetris_inputs
+from actors.warehouse import build_warehouse
 from actors.workload import (
     GeneratorParams,
     generate,
@@ -38,6 +42,13 @@ from emulator.rng import RngStreams
 from emulator.scenario import Duration, RegionSpec
 from store import catalog, fleet, queue
 from store.records import DataTable, Tenant, WorkloadSpec
+
+
+class ManualHomes(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Users' manual data placement (before Tetris): `share` of the tables live in `region`."""
+
+    region: str
+    share: Annotated[float, Meta(ge=0.0, le=1.0)]
 
 
 class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -63,14 +74,20 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     lease: LeaseTiming = LeaseTiming()
     # The scheduling policy: "mast" (auctions over every region) or "federated"
     # (the §5.6 baseline: early binding to one region). `mastemu compare` varies it.
-    policy: Literal["mast", "federated"] = "mast"
+    # "tetris-v0|v1|v2": MAST with the slow path's Tetris at that version (§5.6).
+    policy: Literal["mast", "federated", "tetris-v0", "tetris-v1", "tetris-v2"] = "mast"
     # "colocated": users placed each workload's tables together in a region with
     # its hardware (static placement, before Tetris); "home-only": every table
     # only in its home region, so multi-table workloads may wait for data.
     # "replicated": every table in every region (what a perfect Tetris approaches).
     data_placement: Literal["colocated", "home-only", "replicated"] = "colocated"
+    manual_homes: ManualHomes | None = None
     # The slow path's data-migration service (and on-demand replication).
     migration: MigrationSettings = MigrationSettings()
+    # The slow path's daily data placement (on with a `tetris-*` policy).
+    tetris: TetrisSettings = TetrisSettings()
+    # RAS per region: dynamic-cluster membership by MIP (off: the static split stays).
+    ras: RasSettings = RasSettings()
 
     def __post_init__(self) -> None:
         if self.tenants < 1:
@@ -81,6 +98,8 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
             preset(self.world)
         except KeyError as error:
             raise ValueError(str(error).strip("'\"")) from None
+        if self.ras.enabled:
+            check_settings(self.ras, self.world_model or preset(self.world))
 
 
 class MastSystem:
@@ -100,6 +119,17 @@ class MastSystem:
         self.kind = kind
         self.classes = {"gms": gms, "rms": rms, "cm": cm, "migration": migration}
 
+    @staticmethod
+    def slow_path(params: MastParams) -> tuple[TetrisSettings, MigrationSettings]:
+        """The Tetris and migration settings in force: a `tetris-*` policy turns both on."""
+        tetris, migration = params.tetris, params.migration
+        if params.policy.startswith("tetris-"):
+            policy = msgspec.structs.replace(tetris.policy, version=params.policy)
+            tetris = msgspec.structs.replace(tetris, enabled=True, policy=policy)
+        if tetris.enabled and not migration.enabled:
+            migration = msgspec.structs.replace(migration, enabled=True)
+        return tetris, migration
+
     def world(self, params: MastParams) -> WorldModel:
         return params.world_model or preset(params.world)
 
@@ -113,7 +143,9 @@ class MastSystem:
             ["gms/0", "client"]
             + [f"rms/{r.name}/0" for r in world.regions]
             + [f"cm/{c.id}/0" for c in clusters]
-            + (["migration/0"] if params.migration.enabled else [])
+            + ras_addresses(world, params.ras)
+            + (["migration/0"] if self.slow_path(params)[1].enabled else [])
+            + (["tetris/0"] if self.slow_path(params)[0].enabled else [])
         )
 
     def check(self, params: MastParams, base_dir: Path) -> None:
@@ -139,6 +171,15 @@ class MastSystem:
             )
             if params.table_list is not None:
                 tables = list(params.table_list)
+        if params.manual_homes is not None:
+            skew = rng.stream("manual-homes")
+            home = params.manual_homes
+            tables = [
+                msgspec.structs.replace(t, home_region=home.region)
+                if skew.random() < home.share
+                else t
+                for t in tables
+            ]
         if params.data_placement == "replicated":
             names = sorted(r.name for r in world.regions)
             tables = [
@@ -157,7 +198,19 @@ class MastSystem:
         self, params: MastParams, seed: int, duration_us: int, base_dir: Path = Path()
     ) -> SystemBuild:
         world, tenants, workloads, tables = self.generate(params, seed, duration_us, base_dir)
+        tetris, migration = self.slow_path(params)
+        if tetris.enabled:
+            warehouse = build_warehouse(
+                tables,
+                workloads,
+                world,
+                tetris.warehouse,
+                RngStreams(seed).stream("warehouse"),
+                tenant_priority={t.name: t.priority for t in tenants},
+            )
+            tables = warehouse.catalog()
         clusters, fleet_machines = static_clusters(world, machines(world))
+        ras = ras_wiring(world, clusters, fleet_machines, params.ras, params.lease)
         regions = [r.name for r in world.regions]
         first = regions[0]
         actors: list[tuple[str, str, int, Any]] = [
@@ -170,9 +223,9 @@ class MastSystem:
                     scan_interval=params.scan_interval,
                     auction_deadline=params.auction_deadline,
                     credit=params.credit,
-                    binding=params.policy,
+                    binding="federated" if params.policy == "federated" else "mast",
                     lease=params.lease,
-                    on_demand=params.migration.enabled,
+                    on_demand=migration.enabled,
                 ),
             ),
             _actor("client", f"{first}/ctl1", Client, ClientParams(workloads=tuple(workloads))),
@@ -206,7 +259,7 @@ class MastSystem:
             )
 
         roles = ["gms"] + [f"rms/{r}" for r in regions] + [f"cm/{c.id}" for c in clusters]
-        if params.migration.enabled:
+        if migration.enabled:
             roles.append("migration")
             actors.append(
                 _actor(
@@ -214,15 +267,37 @@ class MastSystem:
                     f"{first}/ctl2",
                     self.classes["migration"],
                     MigrationServiceParams(
-                        settings=params.migration, regions=regions, lease=params.lease
+                        settings=migration,
+                        regions=regions,
+                        tetris=tetris.enabled,
+                        lease=params.lease,
                     ),
                 )
             )
+        if tetris.enabled:
+            roles.append("tetris")
+            jobs, tetris_regions, dr = tetris_inputs(world, warehouse, storage_bytes(world))
+            actors.append(
+                _actor(
+                    "tetris/0",
+                    f"{regions[-1]}/ctl2",
+                    Tetris,
+                    TetrisActorParams(
+                        settings=tetris,
+                        jobs=jobs,
+                        regions=tetris_regions,
+                        dr=dr,
+                        lease=params.lease,
+                    ),
+                )
+            )
+        actors += ras.actors
+        roles += ras.roles
 
         async def setup(store: Any, record: Callable[[str, Any], None]) -> None:
             await queue.put_tenants(store, tenants)
             await catalog.put_regions(store, storage_bytes(world))
-            await fleet.put_clusters(store, clusters)
+            await fleet.put_clusters(store, ras.clusters)
             await fleet.put_machines(store, fleet_machines)
             await catalog.put_tables(store, tables)
             _record_facts(record, tenants, fleet_machines, tables)
@@ -231,7 +306,7 @@ class MastSystem:
                 {
                     "capacity": storage_bytes(world),
                     "sizes": {t.name: t.size_bytes for t in tables},
-                    "daily_cap_bytes": params.migration.daily_cap_bytes,
+                    "daily_cap_bytes": migration.daily_cap_bytes,
                 },
             )
 
@@ -239,7 +314,7 @@ class MastSystem:
             actors=actors,
             roles=roles,
             setup=setup,
-            hardware_watchers=tuple(cms),
+            hardware_watchers=tuple(cms) + ras.watchers,
             summary={"workloads": len(workloads), "tables": len(tables), "gpus": world.gpus},
         )
 

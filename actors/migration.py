@@ -166,7 +166,7 @@ class MigrationService(LeaseHolder):
         )
         if row.workload_id is not None:
             self.send_reliably("gms", ready)
-        if self.params.tetris and row.reason != "on-demand":
+        if self.params.tetris:  # even on demand: it may be a move Tetris waits for
             self.send_reliably("tetris", ready)
 
     async def _replan(self) -> None:

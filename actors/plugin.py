@@ -7,7 +7,7 @@ from pathlib import Path
 import scenarios
 
 # Imported for what they register: invariant checkers and benchmarks.
-from actors import bench, checkers, data_checkers  # noqa: F401
+from actors import bench, bench_tetris, checkers, data_checkers  # noqa: F401
 from actors.lease_demo import LeaseCandidate, LeaseClient
 from actors.mast import MastSystem
 from actors.report import MastReporter

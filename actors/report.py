@@ -52,8 +52,10 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from actors.report_data import slow_path_figures
 from emulator.scenario import parse_raw
 from store import Store, fleet, queue
+from store.copies import DAY_US
 from store.queue import QUEUED, STATES
 from store.runs import get_run_meta, list_violations
 from store.trace import TraceRow, iter_trace, read_metrics
@@ -117,6 +119,9 @@ class _Fold:
     steps: list[tuple[int, int, int]] = field(default_factory=list)  # (t_us, gpus, cpu machines)
     loaded_from_us: int | None = None
     faults: list[tuple[int, str, str]] = field(default_factory=list)  # (t_us, phase, name)
+    # The slow path: Tetris's latest placement figures, on-demand bytes per day.
+    tetris_state: dict[str, Any] = field(default_factory=dict)
+    on_demand_bytes: dict[int, int] = field(default_factory=dict)
 
     def feed(self, row: TraceRow) -> None:
         if row.kind == "store":
@@ -130,6 +135,11 @@ class _Fold:
                 self.candidates.setdefault(p["workload"], set()).update(p["bids"])
             elif row.type == "auction.none":
                 self._none(row.t_us, row.payload)
+            elif row.type == "tetris.state":
+                self.tetris_state = row.payload
+            elif row.type == "migration.on-demand":
+                day = row.t_us // DAY_US
+                self.on_demand_bytes[day] = self.on_demand_bytes.get(day, 0) + row.payload["bytes"]
         elif row.kind == "fault":
             self._fault(row)
 
@@ -417,6 +427,13 @@ class MastReporter:
             "queue_length": {"t_s": qt, "value": qv},
         }
         report["fault_windows"] = _fault_windows(fold.faults, end_us)
+        report.update(
+            await slow_path_figures(store, fold.tetris_state, fold.on_demand_bytes, end_us)
+        )
+        submitted = len(fold.submitted)
+        report["waiting_for_data_rate"] = (
+            _r(len(fold.ever_waited_for_data) / submitted) if submitted else None
+        )
         return report
 
     def _scheduling(

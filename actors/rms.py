@@ -10,6 +10,8 @@ plan to its view, sends one plan per job to the job's CM, and reports to the
 GMS once every job has started — or, if any CM refused, rolls the others back.
 A workload ends when all its jobs have: if one is preempted or fails, the
 others are stopped first, so the GMS re-queues it only when nothing of it runs.
+Cluster views are reloaded from the store at every scan start, and one
+cluster's alone when its CM reports that RAS changed its machines.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from actors.messages import (
 from actors.policies import negative_cache as ncache
 from actors.policies.placement import place_workload
 from actors.policies.snapshot import JobRequest, Unschedulable, WorkloadPlan
+from actors.ras_messages import ClusterChanged
 from emulator.actor import on
 from emulator.scenario import Duration
 from store import catalog, fleet, queue
@@ -133,8 +136,24 @@ class RegionalScheduler(LeaseHolder):
         for cluster in p.clusters:
             self.views[cluster] = await ClusterView.fetch(self, cluster, old.get(cluster))
         self.ready = await self.store(catalog.ready_tables, p.region)
+        self._hardware()
+
+    def _hardware(self) -> None:
         self.gpu_types = {t for v in self.views.values() for t in v.gpu_types}
         self.has_cpu = any(v.has_cpu for v in self.views.values())
+
+    @on(ClusterChanged)
+    async def cluster_changed(self, msg: ClusterChanged) -> None:
+        """Reload one cluster whose machines RAS changed.
+
+        Like the reload at a scan start, this forgets reservations of plans
+        still being started; a bid that counts on their machines is refused
+        by the CM (or the store), never executed twice.
+        """
+        old = self.views.get(msg.cluster)
+        if old is not None:
+            self.views[msg.cluster] = await ClusterView.fetch(self, msg.cluster, old)
+            self._hardware()
 
     # ---- scans and auctions ------------------------------------------------------------
     @on(ScanStart)

@@ -1,8 +1,11 @@
 """The fleet: dynamic clusters, machines, jobs placed in clusters, allocations.
 
 A cluster manager owns its cluster's rows and writes them under its lease
-(`cm/CLUSTER`). Starting a job re-checks capacity inside the transaction, so
-no GPU is ever handed to two running jobs even if two plans raced.
+(`cm/CLUSTER`); the region's RAS owns membership (which cluster a machine is
+in) and writes it under its own (`ras/REGION`). Starting a job re-checks
+capacity inside the transaction, so no GPU is ever handed to two running jobs
+even if two plans raced, nor a machine to jobs of two clusters: capacity
+counts every allocation on the host, whichever cluster's job holds it.
 """
 
 from __future__ import annotations
@@ -114,6 +117,67 @@ async def region_hardware(store: Store) -> dict[str, dict[str, int]]:
     for region, kind, n in rows:
         out.setdefault(region, {})[kind] = n
     return out
+
+
+async def region_machines(store: Store, region: str) -> list[tuple[Machine, bool]]:
+    """Every machine of a region, in a cluster or not, with its health, by host name."""
+    rows = await store.fetchall(
+        f"SELECT {_MACHINE_COLS}, healthy FROM machines WHERE region = ? ORDER BY host", (region,)
+    )
+    return [(_machine(row[:-1]), bool(row[-1])) for row in rows]
+
+
+class _Moved(Exception):
+    """A membership move found a machine no longer in the cluster it was moved from."""
+
+
+@store_event("fleet.membership")
+async def set_membership(
+    store: Store,
+    fence: Fence,
+    now_us: int,
+    moves: Sequence[tuple[str, str | None, str | None]],
+    intended: dict[str, int],
+) -> bool:
+    """Apply one RAS pass: machines change cluster, clusters get their intended sizes.
+
+    `moves` are (host, from cluster, to cluster); `intended` maps a cluster
+    to its intended machines (all kinds). All or nothing, fenced by the RAS
+    lease (`ras/REGION`): False, and no change, if the fence does not hold or
+    a machine is no longer in the cluster the move starts from.
+    """
+    params = fence.params(now_us)
+    try:
+        async with store.transaction() as conn:
+            ok = next(iter(await conn.execute_fetchall(f"SELECT {FENCE}", params)))[0]
+            if not ok:
+                return False
+            for host, old, new in moves:
+                cur = await conn.execute(
+                    "UPDATE machines SET cluster = ? WHERE host = ? AND cluster IS ?",
+                    (new, host, old),
+                )
+                if cur.rowcount != 1:
+                    raise _Moved(host)
+            await conn.executemany(
+                "UPDATE clusters SET intended = ? WHERE id = ?",
+                [(n, cluster) for cluster, n in sorted(intended.items())],
+            )
+    except _Moved:
+        return False
+    return True
+
+
+async def strays(store: Store, cluster: str) -> list[tuple[str, str]]:
+    """Jobs placed in `cluster` that hold a machine no longer in it (RAS moved it away)."""
+    rows = await store.fetchall(
+        "SELECT DISTINCT j.workload_id, j.job FROM jobs j "
+        "JOIN allocations a ON a.workload_id = j.workload_id AND a.job = j.job "
+        "JOIN machines m ON m.host = a.host "
+        "WHERE j.cluster = ? AND m.cluster IS NOT j.cluster ORDER BY 1, 2",
+        (cluster,),
+    )
+    return [(w, j) for w, j in rows]
 
 
 @store_event("fleet.health")
