@@ -347,8 +347,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from emulator.registry import load_plugins
     from emulator.replay import check
 
+    load_plugins()  # the system's checkers (MAST's) are registered by its plugin
     _open_run(args.db)
     return asyncio.run(check(args.db))
 

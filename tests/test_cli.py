@@ -519,3 +519,20 @@ def test_lease_story_run_is_ok_with_zero_violations(lease_trace) -> None:
     assert meta.status == "ok"
     assert meta.violations == 0
     assert not [r for r in rows if r.kind == "violation"]
+
+
+def test_cli_check_of_a_mast_run_in_a_fresh_process_uses_mast_checkers(tmp_path: Path) -> None:
+    # A fresh process has not loaded the plugins that register MAST's checkers:
+    # `check` must load them itself (it once failed with a KeyError here).
+    import subprocess
+    import sys
+
+    from tests.test_mast_scenarios import job, run, scenario, workload
+
+    result, _ = run(scenario([workload("W", "hi", 0, job(gpus=8))], duration="20m"), tmp_path)
+    code = "import sys; from emulator.cli import main; sys.exit(main(['check', sys.argv[1]]))"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(result.out)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "allocation, gang, auction" in done.stdout and "0 violation(s)" in done.stdout
