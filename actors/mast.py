@@ -139,13 +139,14 @@ class MastSystem:
     def addresses(self, params: MastParams) -> list[str]:
         world = self.world(params)
         clusters, _ = static_clusters(world, machines(world))
+        tetris, migration = self.slow_path(params)
         return (
             ["gms/0", "client"]
             + [f"rms/{r.name}/0" for r in world.regions]
             + [f"cm/{c.id}/0" for c in clusters]
             + ras_addresses(world, params.ras)
-            + (["migration/0"] if self.slow_path(params)[1].enabled else [])
-            + (["tetris/0"] if self.slow_path(params)[0].enabled else [])
+            + (["migration/0"] if migration.enabled else [])
+            + (["tetris/0"] if tetris.enabled else [])
         )
 
     def check(self, params: MastParams, base_dir: Path) -> None:

@@ -167,6 +167,7 @@ class Tetris(LeaseHolder):
         for m in plan.moves:
             self.moving[m.table] = (m.src, m.dst, (m.table, m.src) not in keep)
         # Only what is not already there needs the WAN.
+        sizes = {t.name: t.size_bytes for t in snap.tables}
         to_copy = [o for o in orders if o.dst not in ready[o.table]]
         pass_id = await self.store(
             record_pass,
@@ -176,7 +177,7 @@ class Tetris(LeaseHolder):
             plan.cost_after.total,
             len(plan.moves),
             len(orders) - len(plan.moves),
-            sum(_size(snap, o.table) for o in to_copy),
+            sum(sizes[o.table] for o in to_copy),
         )
         self.decision(
             "tetris.pass",
@@ -231,10 +232,6 @@ def _deadline_s(params: TetrisParams, priority: int) -> int:
     if priority <= params.high_priority_max:
         return params.replica_deadline_high_s
     return params.replica_deadline_low_s
-
-
-def _size(snap: TetrisSnapshot, table: str) -> int:
-    return next(t.size_bytes for t in snap.tables if t.name == table)
 
 
 def tetris_inputs(
