@@ -119,8 +119,8 @@ class _Fold:
     steps: list[tuple[int, int, int]] = field(default_factory=list)  # (t_us, gpus, cpu machines)
     loaded_from_us: int | None = None
     faults: list[tuple[int, str, str]] = field(default_factory=list)  # (t_us, phase, name)
-    # The slow path: Tetris's latest placement figures, on-demand bytes per day.
-    tetris_state: dict[str, Any] = field(default_factory=dict)
+    # The slow path: Tetris's placement figures as they changed, on-demand bytes per day.
+    tetris_states: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     on_demand_bytes: dict[int, int] = field(default_factory=dict)
 
     def feed(self, row: TraceRow) -> None:
@@ -136,7 +136,7 @@ class _Fold:
             elif row.type == "auction.none":
                 self._none(row.t_us, row.payload)
             elif row.type == "tetris.state":
-                self.tetris_state = row.payload
+                self.tetris_states.append((row.t_us, row.payload))
             elif row.type == "migration.on-demand":
                 day = row.t_us // DAY_US
                 self.on_demand_bytes[day] = self.on_demand_bytes.get(day, 0) + row.payload["bytes"]
@@ -428,7 +428,7 @@ class MastReporter:
         }
         report["fault_windows"] = _fault_windows(fold.faults, end_us)
         report.update(
-            await slow_path_figures(store, fold.tetris_state, fold.on_demand_bytes, end_us)
+            await slow_path_figures(store, fold.tetris_states, fold.on_demand_bytes, end_us)
         )
         submitted = len(fold.submitted)
         report["waiting_for_data_rate"] = (

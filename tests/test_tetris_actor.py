@@ -40,16 +40,30 @@ def run_policy(policy: str, tmp_path: Path) -> tuple[Any, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, dict[str, Any]]]:
     tmp = tmp_path_factory.mktemp("tetris")
-    return {p: run_policy(p, tmp) for p in ("tetris-v0", "tetris-v2")}
+    return {p: run_policy(p, tmp) for p in ("tetris-v0", "tetris-v1", "tetris-v2")}
 
 
-def test_v2_rebalances_high_priority_gpu_demand_across_regions(runs: dict) -> None:
-    v0, v2 = runs["tetris-v0"][1], runs["tetris-v2"][1]
+def test_v1_and_v2_bring_the_overloaded_region_down_to_about_its_share(runs: dict) -> None:
+    # MAST §5.6: the most overloaded region's high-priority demand/supply fell
+    # from 2.63 to 0.98 and its std across regions from 0.76 to 0.30.
+    v0, v1, v2 = (runs[f"tetris-v{i}"][1]["demand_supply"] for i in range(3))
     # v0 keeps the users' placement: us-east's A100 demand is several times its share.
-    assert v0["demand_supply"]["max"] > 2
-    assert v2["demand_supply"]["max"] < v0["demand_supply"]["max"] * 0.75
-    assert v2["demand_supply"]["std"] < v0["demand_supply"]["std"] * 0.75
-    assert v2["colocation_rate"] >= v0["colocation_rate"]
+    assert v0["max"] > 2
+    assert v1["max"] < v0["max"] / 2
+    assert 0.9 < v2["max"] < 1.3
+    assert v0["std"] > v1["std"] > v2["std"]
+    assert v2["std"] < 0.3
+
+
+def test_v2_colocates_more_high_priority_gpu_hours_than_v1(runs: dict) -> None:
+    # §5.6: V1 counted every job alike, V2 weighs high-priority GPU-hours (78% -> 96%).
+    # v1's moves split big multi-table jobs' tables; v2 keeps them whole.
+    v1, v2 = runs["tetris-v1"][1], runs["tetris-v2"][1]
+    assert v2["colocation_rate_end"] > v1["colocation_rate_end"] + 0.1
+    assert v2["colocation_rate"] > v1["colocation_rate"]
+    # V1 raised the training-at-home-region rate over V0 (90.82% -> 93.02%).
+    v0 = runs["tetris-v0"][1]
+    assert v1["training_at_home_rate"] > v0["training_at_home_rate"]
 
 
 def test_moves_copy_first_then_switch_the_home_and_drop_the_old_one(runs: dict) -> None:

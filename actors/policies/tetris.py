@@ -37,6 +37,7 @@ from actors.policies.tetris_cost import (
     _Tetris,
     tetris_cost,
 )
+from actors.policies.tetris_groups import plan_group_moves
 
 __all__ = ["MoveEval", "TetrisMove", "TetrisPlan", "evaluate_move", "homes_after", "plan_tetris"]
 
@@ -390,8 +391,14 @@ class _State:
         size = self.size[t]
         return not size or b in self.reps[t] or self.held[b] + size < self.cap[b]
 
-    def _jobs_delta(self, t: int, b: int) -> tuple[int, float] | None:
-        """(Δ remote bytes, Δ GPU balance) from t's readers; None if constraint 5 or 6 breaks."""
+    def _jobs_delta(
+        self, t: int, b: int, *, home_check: bool = True
+    ) -> tuple[int, float] | None:
+        """(Δ remote bytes, Δ GPU balance) from t's readers; None if constraint 5 or 6 breaks.
+
+        `home_check=False` leaves constraint 6 to the caller (a group move
+        checks it once all its tables have moved).
+        """
         a, size = self.home[t], self.size[t]
         d_remote = d_home = 0
         dem: dict[tuple[int, int, int], int] = {}
@@ -421,7 +428,7 @@ class _State:
             cap = self.cpu_cap.get(key)
             if dc > 0 and cap is not None and self.cpu_use.get(key, 0) + dc >= cap:
                 return None
-        if d_home < 0 and self.home_ok + d_home < self.home_need:
+        if home_check and d_home < 0 and self.home_ok + d_home < self.home_need:
             return None  # constraint 6
         return d_remote, self._gpu_delta(dem) if dem else 0.0
 
@@ -513,6 +520,7 @@ def plan_tetris(snapshot: TetrisSnapshot, params: TetrisParams) -> TetrisPlan:
             version=params.version, moves=(), cost_before=before, cost_after=before, bytes_planned=0
         )
     state = _State(snapshot, params)
+    start = list(state.home)
     queue = []
     for t in range(len(state.size)):
         best = state.best_move(t)
@@ -550,6 +558,21 @@ def plan_tetris(snapshot: TetrisSnapshot, params: TetrisParams) -> TetrisPlan:
                 size_bytes=size,
             )
         )
+    if params.group_jobs_max and left > 0:
+        index = {name: t for t, name in enumerate(state.tnames)}
+        locked = {index[m.table] for m in moves}
+        for todo, b, nbytes, gain in plan_group_moves(state, locked, left, params.group_jobs_max):
+            left -= nbytes
+            for t in todo:
+                moves.append(
+                    TetrisMove(
+                        table=state.tnames[t],
+                        src=state.rnames[start[t]],
+                        dst=state.rnames[b],
+                        gain=gain / len(todo),
+                        size_bytes=state.size[t],
+                    )
+                )
     return TetrisPlan(
         version=params.version,
         moves=tuple(moves),

@@ -202,6 +202,8 @@ class TetrisParams(_Tetris, kw_only=True):
       the factor where it still rises.
     - `min_gain`: a move must lower the cost by more than this; floating-point
       noise and negligible gains move nothing.
+    - `group_jobs_max`: how many multi-table ML jobs a pass tries to move as
+      a whole (`actors.policies.tetris_groups`); 0 turns group moves off.
     - `hot_replica_storage_share`, `hot_min_jobs`: §3.5 hot tables, see
       `actors.policies.tetris_replicas`; `replica_deadline_*_s`: the soft
       deadlines handed to the migration service for high- and low-priority
@@ -218,6 +220,7 @@ class TetrisParams(_Tetris, kw_only=True):
     move_quota_bytes: int = 1_000_000_000_000_000
     overload_scale_gpu_hours: float = 10_000.0
     min_gain: float = 1e-9
+    group_jobs_max: int = 10_000
     hot_replica_storage_share: float = 0.2
     hot_min_jobs: int = 3
     replica_deadline_high_s: int = 6 * 3_600
@@ -244,6 +247,8 @@ class TetrisParams(_Tetris, kw_only=True):
             raise ValueError(f"{where}.move_quota_bytes must be >= 0")
         if not (math.isfinite(self.overload_scale_gpu_hours) and self.overload_scale_gpu_hours > 0):
             raise ValueError(f"{where}.overload_scale_gpu_hours must be finite and > 0")
+        if self.group_jobs_max < 0:
+            raise ValueError(f"{where}.group_jobs_max must be >= 0")
         if self.hot_min_jobs < 1:
             raise ValueError(f"{where}.hot_min_jobs must be >= 1")
         for name in ("replica_deadline_high_s", "replica_deadline_low_s"):
@@ -263,14 +268,13 @@ class TetrisParams(_Tetris, kw_only=True):
     def home_weight(self, job: TetrisJob) -> float:
         """What a job adds to constraint 6 when it sits in a region with its GPU type.
 
-        v2 (and v0): its GPU-hours if it is high priority. v1: 1 for every ML
-        job, the uniform collocation rate the paper says v1 used.
+        Expression 6 sums over high-priority jobs only. v2 (and v0) weigh
+        each by its GPU-hours; v1 counts each as 1, the uniform rate the
+        paper says v1 used (small and large jobs alike).
         """
-        if job.kind != "ml":
+        if job.kind != "ml" or job.priority > self.high_priority_max:
             return 0.0
-        if self.version == "tetris-v1":
-            return 1.0
-        return job.gpu_hours if job.priority <= self.high_priority_max else 0.0
+        return 1.0 if self.version == "tetris-v1" else job.gpu_hours
 
 
 class TetrisCost(_Tetris, kw_only=True):

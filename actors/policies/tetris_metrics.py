@@ -6,12 +6,16 @@
   that a perfectly balanced placement gives 1.0 everywhere. Jobs with R(job)
   NULL count nowhere. The max and the standard deviation across (region,
   type) pairs with supply are the §5.6 figures (2.63 → 0.98, 0.76 → 0.30).
-- Colocation rate, V2 definition: the share of high-priority GPU-hours whose
-  job has some region holding all its tables (home or ready replica) and its
-  GPU type. `colocation_rate_v1`: the same share counted per ML job, every
-  job alike (V1's definition).
-- Training-at-home-region rate: the share of high-priority GPU-hours whose
-  R(job) has their GPU type.
+- Colocation rate, V2 definition (§5.6): the share of high-priority
+  GPU-hours whose job the placement colocates with its data: R(job) holds
+  all its tables by definition, and has its GPU type (what constraint 6
+  sums). `colocation_rate_v1`: the same counted per ML job, every job alike,
+  small or large, high or low priority (V1's definition).
+- Training-at-home-region rate: the share of high-priority *jobs* whose
+  R(job) has their GPU type (§3.3 tracks the number of such jobs).
+- Data-reachable rate: the share of high-priority GPU-hours whose job has
+  some region holding all its tables (home or ready replica) and its GPU
+  type, i.e. colocation once §3.5's extra replicas are counted too.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from actors.policies.tetris_cost import TetrisParams, TetrisSnapshot, job_regions
+from actors.policies.tetris_cost import TetrisJob, TetrisParams, TetrisSnapshot, job_regions
 
 
 def placement_metrics(
@@ -65,13 +69,13 @@ def placement_metrics(
         regions = set.intersection(*(holds.get(t, set()) for t in j_tables))
         return any(supply.get(r, {}).get(gpu_type, 0.0) > 0 for r in regions)
 
+    def at_home(j: TetrisJob) -> bool:
+        r = job_r[j.id]
+        return r is not None and supply[r].get(j.gpu_type or "", 0.0) > 0
+
     ml = [j for j in snapshot.jobs if j.kind == "ml" and j.gpu_type is not None]
-    coloc_hours = sum(j.gpu_hours for j in high if colocated(j.tables, j.gpu_type or ""))
-    home_hours = sum(
-        j.gpu_hours
-        for j in high
-        if job_r[j.id] is not None and supply[job_r[j.id] or ""].get(j.gpu_type or "", 0.0) > 0
-    )
+    reachable_hours = sum(j.gpu_hours for j in high if colocated(j.tables, j.gpu_type or ""))
+    home_hours = sum(j.gpu_hours for j in high if at_home(j))
     mean = sum(ratios) / len(ratios) if ratios else None
     return {
         "demand_supply_max": max(ratios) if ratios else None,
@@ -80,9 +84,8 @@ def placement_metrics(
             if mean is not None
             else None
         ),
-        "colocation_rate": coloc_hours / hp_hours if hp_hours else None,
-        "colocation_rate_v1": (
-            sum(colocated(j.tables, j.gpu_type or "") for j in ml) / len(ml) if ml else None
-        ),
-        "training_at_home_rate": home_hours / hp_hours if hp_hours else None,
+        "colocation_rate": home_hours / hp_hours if hp_hours else None,
+        "colocation_rate_v1": sum(map(at_home, ml)) / len(ml) if ml else None,
+        "training_at_home_rate": sum(map(at_home, high)) / len(high) if high else None,
+        "data_reachable_rate": reachable_hours / hp_hours if hp_hours else None,
     }

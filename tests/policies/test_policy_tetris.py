@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -244,6 +245,34 @@ def test_a_move_that_breaks_training_at_home_is_not_taken() -> None:
     half = plan_tetris(s, TetrisParams(w1=1.0, w2=0.0, w3=0.0, home_threshold=0.5))
     assert moves(half) == [("t2", "B", "A", 150.0, 50)]
     assert half.cost_after.home_share == 1.0
+
+
+def test_a_multi_table_job_moves_whole_when_one_table_alone_breaks_training_at_home() -> None:
+    # A has 10 H GPU-hours, B 90: supply shares (0.1, 0.9). m (p0, H, 50 h) reads t1 and
+    # t2, both at A. v1 (sigmoid factor 0.5 everywhere), only expression 2 (w2 = 1):
+    #   before: demand shares (1, 0): 0.5 * ((1 - 0.1)^2 + (0 - 0.9)^2) = 0.81
+    #   t1 alone to B leaves m NULL: 0 of 1 high-priority jobs at home < 0.9 -> refused.
+    #   t1 and t2 to B: demand shares (0, 1): 0.5 * (0.1^2 + 0.1^2) = 0.01, gain 0.80,
+    #   split evenly over the two tables' moves.
+    s = snap(
+        [table("t1", "A", 10), table("t2", "A", 20)],
+        [ml("m", "t1", "t2", hours=50, priority=0)],
+        [region("A", gpus={"H": 10.0}), region("B", gpus={"H": 90.0})],
+    )
+    params = TetrisParams(version="tetris-v1", w1=0.0, w2=1.0, w3=0.0, home_threshold=0.9)
+    singles_only = plan_tetris(s, msgspec.structs.replace(params, group_jobs_max=0))
+    assert singles_only.moves == ()
+    plan = plan_tetris(s, params)
+    assert [(m.table, m.src, m.dst, m.size_bytes) for m in plan.moves] == [
+        ("t1", "A", "B", 10),
+        ("t2", "A", "B", 20),
+    ]
+    assert [m.gain for m in plan.moves] == pytest.approx([0.40, 0.40])
+    assert plan.cost_before.total - plan.cost_after.total == pytest.approx(0.80)
+    assert plan.bytes_planned == 30
+    # A quota too small for the whole group moves nothing (no half-moved job).
+    tight = msgspec.structs.replace(params, move_quota_bytes=25)
+    assert plan_tetris(s, tight).moves == ()
 
 
 def interacting() -> TetrisSnapshot:
