@@ -202,6 +202,7 @@ class PreemptionChecker(_StoreChecker):
         "fleet.checkpoint": "on_checkpoint",
         "fleet.release": "on_release",
         "fleet.health": "on_health",
+        "fleet.membership": "on_membership",
     }
 
     def __init__(self) -> None:
@@ -210,6 +211,8 @@ class PreemptionChecker(_StoreChecker):
         self.running: set[Key] = set()
         # Victims told to stop, and whether they saved a checkpoint since.
         self.victims: dict[Key, bool] = {}
+        # Hosts that failed or that RAS moved out of their cluster: a victim
+        # losing one cannot checkpoint first, and nobody reuses it in its cluster.
         self.failed_hosts: set[str] = set()
 
     def observe(self, event: TraceEvent) -> list[str]:
@@ -254,6 +257,11 @@ class PreemptionChecker(_StoreChecker):
     def on_health(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         if not args[1]:
             self.failed_hosts.update(args[0])
+        return []
+
+    def on_membership(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result:
+            self.failed_hosts.update(host for host, src, _dst in args[2] if src is not None)
         return []
 
     def on_release(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:

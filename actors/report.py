@@ -112,6 +112,10 @@ class _Fold:
     candidates: dict[str, set[str]] = field(default_factory=dict)
     executing: dict[str, set[str]] = field(default_factory=dict)
     ever_waited_for_data: set[str] = field(default_factory=set)
+    # Fig. 6: (t_us, workloads in WAITING_DATA, workloads submitted and not finished).
+    data_waits: list[tuple[int, int, int]] = field(default_factory=list)
+    waiting_data: int = 0
+    live: int = 0
     # Allocation: what each job holds, and the step function of what is held.
     held: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     gpus_used: int = 0
@@ -151,7 +155,8 @@ class _Fold:
         wid = spec["id"]
         self.submitted[wid] = t_us
         self.gpus_asked[wid] = sum(j.get("gpus", 0) for j in spec["jobs"])
-        self.state[wid] = "PENDING"
+        self.live += 1
+        self._set_state(t_us, wid, "PENDING")
         self._open(wid, t_us)
 
     def _rank(self, t_us: int, args: list[Any], result: Any) -> None:
@@ -171,15 +176,14 @@ class _Fold:
     def _award(self, t_us: int, args: list[Any], result: Any) -> None:
         if result:
             wid, region = args[2], args[4]
-            self.state[wid] = "DISPATCHING"
+            self._set_state(t_us, wid, "DISPATCHING")
             self.award_region[wid] = region
 
     def _transition(self, t_us: int, args: list[Any], result: Any) -> None:
         if not result:
             return
         wid, to = args[0], args[2]
-        before = self.state.get(wid)
-        self.state[wid] = to
+        before = self._set_state(t_us, wid, to)
         if to == "RUNNING":
             event = self.open.pop(wid, None)
             if event is not None:
@@ -191,6 +195,17 @@ class _Fold:
             self._open(wid, t_us)  # it ran and is back: a new scheduling event
         elif to in ("DONE", "FAILED"):
             self.open.pop(wid, None)
+
+    def _set_state(self, t_us: int, wid: str, to: str) -> str | None:
+        """Record a workload's new state (returns the old one), keeping Fig. 6's counts."""
+        before = self.state.get(wid)
+        self.state[wid] = to
+        ended = to in ("DONE", "FAILED") and before not in ("DONE", "FAILED")
+        if (before == "WAITING_DATA") != (to == "WAITING_DATA") or ended or before is None:
+            self.waiting_data += (to == "WAITING_DATA") - (before == "WAITING_DATA")
+            self.live -= ended
+            self.data_waits.append((t_us, self.waiting_data, self.live))
+        return before
 
     def _open(self, wid: str, t_us: int) -> None:
         event = SchedEvent(wid, t_us)
@@ -425,6 +440,10 @@ class MastReporter:
             "gpu_allocation_rate": gpu_rate,
             "cpu_allocation_rate": cpu_rate,
             "queue_length": {"t_s": qt, "value": qv},
+            # Fig. 6: the share of live workloads waiting for data, per bucket.
+            "waiting_for_data_share": step_integral(
+                [(t, w / n if n else 0.0) for t, w, n in fold.data_waits], end_us, bucket_us
+            )[1],
         }
         report["fault_windows"] = _fault_windows(fold.faults, end_us)
         report.update(

@@ -11,15 +11,18 @@ and west at the same supply: east, by name). WAN: 100 Gb/s between regions,
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 
 from actors.data_messages import DataRequest
 from actors.migration import MigrationService
 from actors.policies.on_demand import plan_on_demand
+from actors.report import MastReporter
 from store import catalog, fleet
 from store import copies as copies_repo
 from tests.test_mast_scenarios import (
@@ -84,6 +87,14 @@ def test_a_workload_whose_data_is_nowhere_near_its_gpus_waits_for_an_on_demand_c
     start = store_events(events, "fleet.start", "W")[0]
     assert start.t_us > ready.t_us >= COPY_S * 1_000_000
     assert states(result)["W"] == ("DONE", 0)
+    # Fig. 6: W, the only workload, waits from its first scan until the copy is
+    # ready (~800 s): the first 5-minute buckets are all waiting, the last none.
+    report = asyncio.run(MastReporter().report(result.out))
+    share = report["series"]["waiting_for_data_share"]
+    assert report["waiting_for_data_rate"] == 1.0
+    assert max(share) == pytest.approx(1.0) and share[-1] == 0.0
+    waited_s = sum(share) * report["series"]["bucket_s"]
+    assert 0.9 * COPY_S < waited_s < start.t_us / 1e6
 
 
 def test_a_partition_mid_copy_pauses_it_and_it_resumes_where_it_stopped(tmp_path: Path) -> None:
