@@ -208,6 +208,7 @@ class MastSystem:
                 tetris.warehouse,
                 RngStreams(seed).stream("warehouse"),
                 tenant_priority={t.name: t.priority for t in tenants},
+                span_us=duration_us,
             )
             tables = warehouse.catalog()
         clusters, fleet_machines = static_clusters(world, machines(world))
@@ -277,7 +278,7 @@ class MastSystem:
             )
         if tetris.enabled:
             roles.append("tetris")
-            jobs, tetris_regions, dr = tetris_inputs(world, warehouse, storage_bytes(world))
+            known = tetris_inputs(world, warehouse, storage_bytes(world))
             actors.append(
                 _actor(
                     "tetris/0",
@@ -285,9 +286,10 @@ class MastSystem:
                     Tetris,
                     TetrisActorParams(
                         settings=tetris,
-                        jobs=jobs,
-                        regions=tetris_regions,
-                        dr=dr,
+                        jobs=known.jobs,
+                        regions=known.regions,
+                        dr=known.dr,
+                        readers=known.readers,
                         lease=params.lease,
                     ),
                 )

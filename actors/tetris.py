@@ -5,7 +5,9 @@ builds a `TetrisSnapshot` (tables with their homes and replicas; the
 recurring ML and analytics jobs it knows from history; each region's GPU
 supply, storage and per-application CPU caps), runs the hill climbing
 (`actors.policies.tetris.plan_tetris`) and the extra replicas
-(`actors.policies.tetris_replicas.plan_replicas`), records the pass, and
+(`actors.policies.tetris_replicas.plan_replicas`, which also reads the
+tables' access history: who read each table on which GPU type, first-time
+workloads of the past included), records the pass, and
 orders the copies from the migration service. A move copies the table to
 its new home first; when the copy is ready (`ReplicaReady`) the new region
 becomes the home and the old home is deleted unless it is still wanted as a
@@ -61,6 +63,9 @@ class TetrisActorParams(msgspec.Struct, frozen=True, kw_only=True):
     jobs: tuple[TetrisJob, ...]
     regions: tuple[TetrisRegion, ...]
     dr: dict[str, str]  # table → its DR region
+    # Access history: table → GPU type → distinct ML jobs that read it there.
+    # None: the recurring ML `jobs` are all the history Tetris has.
+    readers: dict[str, dict[str, int]] | None = None
     lease: LeaseTiming = LeaseTiming()
 
 
@@ -134,7 +139,11 @@ class Tetris(LeaseHolder):
         await self._record_state(snap, ready)
         params = settings.policy
         plan = plan_tetris(snap, params)
-        replicas = plan_replicas(snap, plan, params) if params.version != "tetris-v0" else None
+        replicas = (
+            plan_replicas(snap, plan, params, self.params.readers)
+            if params.version != "tetris-v0"
+            else None
+        )
         orders: list[CopyOrder] = []
         best = _reader_priority(snap)
         now = self.now_us
@@ -234,10 +243,19 @@ def _deadline_s(params: TetrisParams, priority: int) -> int:
     return params.replica_deadline_low_s
 
 
+class TetrisInputs(msgspec.Struct, frozen=True, kw_only=True):
+    """What Tetris knows from history (`tetris_inputs`)."""
+
+    jobs: tuple[TetrisJob, ...]  # the recurring ML jobs and the analytics jobs
+    regions: tuple[TetrisRegion, ...]
+    dr: dict[str, str]  # table → its DR region
+    readers: dict[str, dict[str, int]]  # table → GPU type → ML jobs of the history
+
+
 def tetris_inputs(
     world: WorldModel, warehouse: Warehouse, storage_bytes: dict[str, int]
-) -> tuple[tuple[TetrisJob, ...], tuple[TetrisRegion, ...], dict[str, str]]:
-    """What Tetris knows from history: recurring jobs, regions, DR regions."""
+) -> TetrisInputs:
+    """What Tetris knows from history: recurring jobs, regions, DR regions, table readers."""
     jobs: list[TetrisJob] = [
         TetrisJob(
             id=j.id,
@@ -274,4 +292,7 @@ def tetris_inputs(
         for r in world.regions
     )
     dr = {r.table: r.region for r in warehouse.replicas if r.kind == "dr"}
-    return tuple(jobs), regions, dr
+    readers: dict[str, dict[str, int]] = {}
+    for x in warehouse.readers:
+        readers.setdefault(x.table, {})[x.gpu_type] = x.jobs
+    return TetrisInputs(jobs=tuple(jobs), regions=regions, dr=dr, readers=readers)

@@ -12,14 +12,33 @@ adds, as a pure function of the `random.Random` passed in (MAST §2, §3):
   daily partitions (`age_days` 0 is the newest), their count log-uniform in
   [`partitions_per_table_min`, `partitions_per_table_max`], their sizes
   log-normally uneven and summing exactly to the table's size.
+- Access history (`Warehouse.readers`): what Tetris knows of who reads each
+  table, "estimated from the past history of the tables and jobs" (§3.3):
+  per table and GPU type, how many distinct ML jobs of the history read it.
+  A recurring template is one job per GPU type it uses (it reads the same
+  tables every day).
+  First-time workloads of the run cannot be known in advance, but the past
+  had its own: `history_days` of them, at the input's rate of first-time
+  workloads (their count over `span_us`), each a fresh draw — its GPU types
+  those of a random first-time input workload, its table count that of
+  another, its tables drawn without replacement in proportion to their
+  popularity (distinct ML readers in the input: `actors.workload` deals
+  reads by each table's target popularity). The history depends on the
+  input only through these marginals — the mix of GPU types, of table
+  counts, and each table's popularity — never on which run workload reads
+  which table on which GPU: Tetris learns what kinds of jobs read a table,
+  not what a given future workload will read.
 - Replicas outside the home region. DR rule: every table has one DR replica
-  in a region other than its home, drawn in proportion to storage (with equal
-  weights if no region has storage). Extra replicas for hot tables: one per
-  `readers_per_extra_replica` ML readers, at most `extra_replicas_max`, in
-  regions other than home and DR, drawn in proportion to the region's GPUs of
-  the types the table's readers use (storage if none) — Tetris replicates hot
-  tables per GPU type (§3.5). A replica is `copying` with probability
-  `copying_share` (partly copied, no lag) and otherwise `ready`.
+  in a region other than its home, chosen for the hardware its past readers
+  need (`actors.policies.tetris_replicas.dr_preference`: GPU types the home
+  lacks first, then all the readers' types), ties drawn in proportion to
+  storage (equal weights if no region has storage). Extra replicas for hot
+  tables: one per `readers_per_extra_replica` ML readers, at most
+  `extra_replicas_max`, in regions other than home and DR, drawn in
+  proportion to the region's GPUs of the types the table's past readers used
+  (storage if none) — Tetris replicates hot tables per GPU type (§3.5). A
+  replica is `copying` with probability `copying_share` (partly copied, no
+  lag) and otherwise `ready`.
 - Lag rule: a ready replica is behind its home by `lag_base_s` plus the time
   to ship the newest daily partition at `refresh_bytes_s`. The defaults fit
   the paper's transfer times (§3.4: 2.1 h for 565 MB, 4.9 h for 7.5 TB: about
@@ -41,6 +60,7 @@ adds, as a pure function of the `random.Random` passed in (MAST §2, §3):
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import random
@@ -52,11 +72,13 @@ import msgspec
 from msgspec import Meta
 
 from actors import distributions as dist
+from actors.policies.tetris_replicas import dr_preference
 from actors.world import WorldModel
 from store.records import DataTable, WorkloadSpec
 
 DAY_S = 86_400.0
 US_PER_S = 1_000_000
+DAY_US = round(DAY_S * US_PER_S)
 
 Count = Annotated[int, Meta(ge=1, le=1_000_000)]
 Probability = Annotated[float, Meta(ge=0.0, le=1.0)]
@@ -96,6 +118,11 @@ class WarehouseParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     cpu_capacity_headroom: Annotated[float, Meta(ge=1.0, le=100.0)] = 1.25
     # Period of a recurring template seen only once in the input.
     recurring_period_s: Annotated[float, Meta(ge=60.0, le=365 * DAY_S)] = DAY_S
+    # Days of past first-time workloads in the access history (module docstring).
+    history_days: Annotated[float, Meta(ge=0.0, le=30.0)] = 7.0
+    # Limits on the history's draw: past workloads in all, tries per table drawn.
+    history_workloads_max: Count = 200_000
+    history_tries_per_table: Count = 16
 
     def __post_init__(self) -> None:
         for key in ("partitions_per_table", "jobs_per_app"):
@@ -175,6 +202,14 @@ class RecurringMlJob(_Out, kw_only=True):
     priority: int
 
 
+class TableReaders(_Out, kw_only=True):
+    """From the access history: `jobs` distinct ML jobs read `table` on `gpu_type`."""
+
+    table: str
+    gpu_type: str
+    jobs: int
+
+
 class Warehouse(_Out, kw_only=True):
     namespaces: tuple[Namespace, ...]
     tables: tuple[Table, ...]
@@ -182,6 +217,7 @@ class Warehouse(_Out, kw_only=True):
     apps: tuple[AnalyticsApp, ...]
     analytics_jobs: tuple[AnalyticsJob, ...]
     ml_jobs: tuple[RecurringMlJob, ...]
+    readers: tuple[TableReaders, ...]  # the access history, by table then GPU type
 
     def catalog(self) -> list[DataTable]:
         """The tables as store records, with their ready replicas' regions."""
@@ -274,6 +310,53 @@ def _ml_jobs(
     return out
 
 
+def _history(
+    p: WarehouseParams,
+    rng: random.Random,
+    workloads: Sequence[WorkloadSpec],
+    ml_jobs: Sequence[RecurringMlJob],
+    popularity: Mapping[str, int],
+    span_us: int,
+) -> dict[str, dict[str, int]]:
+    """Jobs in the access history per table and GPU type (module docstring)."""
+    readers: dict[str, dict[str, int]] = {}
+
+    def read(table: str, gpu_type: str) -> None:
+        per_type = readers.setdefault(table, {})
+        per_type[gpu_type] = per_type.get(gpu_type, 0) + 1
+
+    for job in ml_jobs:
+        if job.gpu_type is not None:
+            for t in job.tables:
+                read(t, job.gpu_type)
+    once = [w for w in workloads if not w.recurring]
+    names = sorted(t for t, n in popularity.items() if n > 0)
+    if not once or not names or p.history_days <= 0:
+        return readers
+    past = round(len(once) * p.history_days * DAY_US / max(span_us, 1))
+    if past > p.history_workloads_max:
+        raise ValueError(f"{past:,} past workloads in the history; raise history_workloads_max")
+    cum = list(itertools.accumulate(popularity[t] for t in names))
+    # Only the marginals of the input enter the draw, sorted so that which run
+    # workload read which table on which GPU cannot matter.
+    gpu_mix = sorted(tuple(sorted({j.gpu_type for j in w.jobs if j.gpu_type})) for w in once)
+    table_counts = sorted(len(w.input_tables) for w in once)
+    for _ in range(past):
+        gpu_types = rng.choice(gpu_mix)
+        wanted = min(rng.choice(table_counts), len(names))
+        chosen: set[str] = set()
+        # A draw without replacement by rejection; a popular table can crowd the
+        # rest out, so the tries are bounded and the workload may read fewer.
+        for _ in range(wanted * p.history_tries_per_table):
+            if len(chosen) == wanted:
+                break
+            chosen.add(names[bisect.bisect_right(cum, rng.random() * cum[-1])])
+        for t in sorted(chosen):
+            for g in gpu_types:
+                read(t, g)
+    return readers
+
+
 def _analytics(
     p: WarehouseParams,
     rng: random.Random,
@@ -333,14 +416,19 @@ def build_warehouse(
     rng: random.Random,
     *,
     tenant_priority: Mapping[str, int],
+    span_us: int = DAY_US,
 ) -> Warehouse:
     """The warehouse around `generate`'s tables and workloads (module docstring).
+
+    `workloads` were submitted over `span_us`; the access history draws
+    first-time workloads at their rate over that span.
 
     Raises:
         ValueError: duplicate table names, a home region not in `world`, a
             workload reading an unknown table, a recurring workload's tenant
-            missing from `tenant_priority`, or more partitions than
-            `params.partitions_max`.
+            missing from `tenant_priority`, more partitions than
+            `params.partitions_max`, or more past workloads than
+            `params.history_workloads_max`.
     """
     # Re-check the declared bounds: a Struct built in code skips them.
     p = msgspec.convert(msgspec.structs.asdict(params), WarehouseParams)
@@ -351,14 +439,18 @@ def build_warehouse(
     if len(ml) != len(tables):
         raise ValueError("duplicate table names in the input")
     readers: dict[str, set[str]] = {name: set() for name in ml}
-    reader_gpus: dict[str, set[str]] = {name: set() for name in ml}
     for w in workloads:
-        gpu_types = {j.gpu_type for j in w.jobs if j.gpu_type}
         for name in w.input_tables:
             if name not in ml:
                 raise ValueError(f"workload {w.id} reads unknown table {name!r}")
             readers[name].add(w.id)
-            reader_gpus[name] |= gpu_types
+    ml_jobs = _ml_jobs(p, workloads, tenant_priority)
+    # The history draws from a stream of its own, so how long it is does not
+    # shift the draws that follow.
+    history_rng = random.Random(rng.getrandbits(64))
+    popularity = {name: len(ids) for name, ids in readers.items()}
+    history = _history(p, history_rng, workloads, ml_jobs, popularity, span_us)
+    gpus_of = {r.name: frozenset(g for g, n in r.gpu_machines.items() if n) for r in world.regions}
 
     # Tables: the input's, then the analytics-only ones.
     base: list[tuple[str, int, str]] = []
@@ -407,12 +499,15 @@ def build_warehouse(
         others = [r for r in regions if r != home]
         if not others:
             continue
-        dr = _pick(rng, others, [hw[r].storage_pb for r in others])
+        past = history.get(name, {})
+        score = {r: dr_preference(past, gpus_of[home], gpus_of[r]) for r in others}
+        best = [r for r in others if score[r] == max(score.values())]
+        dr = _pick(rng, best, [hw[r].storage_pb for r in best])
         picked = [dr]
         wanted = min(p.extra_replicas_max, n_readers // p.readers_per_extra_replica)
         for _ in range(min(wanted, len(others) - 1)):
             left = [r for r in others if r not in picked]
-            gpu_types = reader_gpus.get(name, set())
+            gpu_types = {g for g, n in past.items() if n > 0}
             gpu = [float(sum(hw[r].gpu_machines.get(g, 0) for g in gpu_types)) for r in left]
             if not any(gpu):
                 gpu = [hw[r].storage_pb for r in left]
@@ -444,5 +539,10 @@ def build_warehouse(
         replicas=tuple(replicas),
         apps=tuple(apps),
         analytics_jobs=tuple(jobs),
-        ml_jobs=tuple(_ml_jobs(p, workloads, tenant_priority)),
+        ml_jobs=tuple(ml_jobs),
+        readers=tuple(
+            TableReaders(table=t, gpu_type=g, jobs=n)
+            for t in sorted(history)
+            for g, n in sorted(history[t].items())
+        ),
     )

@@ -96,15 +96,24 @@ def test_v0_moves_nothing(runs: dict) -> None:
         )
 
 
-def test_first_time_workloads_rarely_wait_for_data(tmp_path: Path) -> None:
-    # 70% first-time workloads; the tables Tetris placed and replicated for the
-    # recurring 30% serve most of them (§5.3). Without Tetris (v0) twice as many wait.
+def run_first_time(policy: str, tmp_path: Path) -> tuple[Any, dict[str, Any]]:
+    """`first-time-workloads` under `policy`, for its first 4 hours."""
     path = builtin_scenarios()["first-time-workloads"]
     raw = parse_raw(path.read_text(), str(path))
+    raw["system"]["policy"] = policy
     text = msgspec.json.encode(raw).decode()
     plan = plan_run(convert_scenario(raw, str(path)), text, str(path))
-    result = asyncio.run(execute(plan, seed=1, out=tmp_path / "f.db", until_us=4 * H))
-    report = asyncio.run(MastReporter().report(result.out))
+    result = asyncio.run(execute(plan, seed=1, out=tmp_path / f"{policy}.db", until_us=4 * H))
+    return result, asyncio.run(MastReporter().report(result.out))
+
+
+def test_first_time_workloads_rarely_wait_for_data(tmp_path: Path) -> None:
+    # 70% first-time workloads (§5.3). Tetris plans from the tables' access history,
+    # past first-time workloads included: the DR copy goes where the readers' GPU
+    # types are, and hot tables are replicated per GPU type (§3.5). At seed 1 none of
+    # the 70 submitted in 4 hours waits for data with v2 (4 did before Tetris read
+    # that history); v0, with only the DR copies, has one wait (4 of 240 in 12 h).
+    result, report = run_first_time("tetris-v2", tmp_path)
     assert result.violations == []
     with sqlite3.connect(result.out) as c:
         specs = [
@@ -113,5 +122,8 @@ def test_first_time_workloads_rarely_wait_for_data(tmp_path: Path) -> None:
         ]
     first_time = sum(not w.recurring for w in specs) / len(specs)
     assert len(specs) >= 50 and 0.55 < first_time < 0.85
-    assert report["waiting_for_data_rate"] < 0.08
+    # At most one of the ~70 (the paper: below 0.1% at production scale).
+    assert report["waiting_for_data_rate"] < 0.015
     assert report["workloads"]["lost"] == 0
+    _, v0 = run_first_time("tetris-v0", tmp_path)
+    assert v0["workloads_waited_for_data"] > report["workloads_waited_for_data"]

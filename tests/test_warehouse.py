@@ -34,12 +34,18 @@ def small():
     )
     priority = {t.name: t.priority for t in tenants}
     wh = build_warehouse(
-        tables, workloads, world, WarehouseParams(), random.Random(3), tenant_priority=priority
+        tables,
+        workloads,
+        world,
+        WarehouseParams(),
+        random.Random(3),
+        tenant_priority=priority,
+        span_us=2 * DAY_US,
     )
     return world, priority, workloads, tables, wh
 
 
-def build(world, workloads, tables, seed=3, priority=None, **params) -> Warehouse:
+def build(world, workloads, tables, seed=3, priority=None, span_us=DAY_US, **params) -> Warehouse:
     return build_warehouse(
         tables,
         workloads,
@@ -47,6 +53,7 @@ def build(world, workloads, tables, seed=3, priority=None, **params) -> Warehous
         WarehouseParams(**params),
         random.Random(seed),
         tenant_priority=priority or {"t": 1},
+        span_us=span_us,
     )
 
 
@@ -116,6 +123,35 @@ def test_hot_tables_get_extra_replicas(small):
         assert extras[t.name] == min(t.ml_readers // 15, 4, len(world.regions) - 2)
 
 
+def test_the_dr_replica_goes_where_the_readers_gpus_are():
+    # ap-south has only V100; 20 tables there are read by recurring H100 jobs, which
+    # only us-east has: the DR copy goes to us-east, where they could train. Unread
+    # tables have no hardware to ask for: their DR is drawn by storage (us-east 4 PB,
+    # eu-west 6 PB), so both regions show up.
+    world = preset("small")
+    read = [
+        DataTable(name=f"r{i:02d}", size_bytes=10**9, home_region="ap-south") for i in range(20)
+    ]
+    unread = [
+        DataTable(name=f"u{i:02d}", size_bytes=10**9, home_region="ap-south") for i in range(40)
+    ]
+    job = JobSpec(name="trainer", gpu_type="H100", gpus=8, work_us=H_US)
+    workloads = [
+        WorkloadSpec(
+            id=f"w{i:02d}",
+            tenant="t",
+            submit_at_us=i,
+            recurring=True,
+            jobs=(msgspec.structs.replace(job, input_tables=(t.name,)),),
+        )
+        for i, t in enumerate(read)
+    ]
+    wh = build(world, workloads, read + unread, analytics_only_share=0.0)
+    dr = {r.table: r.region for r in wh.replicas if r.kind == "dr"}
+    assert {dr[t.name] for t in read} == {"us-east"}
+    assert {dr[t.name] for t in unread} == {"us-east", "eu-west"}
+
+
 def test_replica_state_and_lag_rule():
     world = preset("small")
     tables = [DataTable(name=f"t{i}", size_bytes=10**12, home_region="us-east") for i in range(60)]
@@ -139,6 +175,83 @@ def test_one_region_means_no_replicas():
     world = WorldModel(regions=(RegionHardware(name="solo", gpu_machines={"A100": 2}),))
     tables = [DataTable(name="t0", size_bytes=10**9, home_region="solo")]
     assert build(world, [], tables).replicas == ()
+
+
+# ---- access history --------------------------------------------------------------------
+def history_world():
+    """x is read daily by a recurring H100 job; y and z by first-time V100 and A100 ones."""
+    world = preset("small")
+    tables = [DataTable(name=n, size_bytes=10**9, home_region="us-east") for n in "xyz"]
+
+    def w(id: str, gpu: str, reads: tuple[str, ...], recurring: bool, at_h: int) -> WorkloadSpec:
+        job = JobSpec(name="trainer", gpu_type=gpu, gpus=8, work_us=H_US, input_tables=reads)
+        return WorkloadSpec(
+            id=id, tenant="t", submit_at_us=at_h * H_US, recurring=recurring, jobs=(job,)
+        )
+
+    workloads = [
+        w("r0", "H100", ("x",), True, 0),
+        w("r1", "H100", ("x",), True, 24),
+        w("o0", "V100", ("y",), False, 3),
+        w("o1", "A100", ("y", "z"), False, 30),
+    ]
+    return world, workloads, tables
+
+
+def test_history_counts_a_recurring_template_once_and_adds_past_first_time_jobs():
+    world, workloads, tables = history_world()
+
+    def readers(wh: Warehouse) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for r in wh.readers:
+            out.setdefault(r.table, {})[r.gpu_type] = r.jobs
+        return out
+
+    # Without past first-time workloads the history is the recurring template: one job.
+    alone = build(world, workloads, tables, span_us=2 * DAY_US, history_days=0.0)
+    assert readers(alone) == {"x": {"H100": 1}}
+    # Two first-time workloads in two days: one a day; 10 days of history: 10 past
+    # jobs. Each runs on V100 or A100 (the first-time mix) and reads 1 or 2 tables
+    # (the first-time counts), drawn by popularity among x, y, z: 10 to 20 reads.
+    wh = build(world, workloads, tables, span_us=2 * DAY_US, history_days=10.0)
+    got = readers(wh)
+    assert got["x"]["H100"] == 1  # nobody used H100 for the first time
+    past = [(t, g, n) for t, per in got.items() for g, n in per.items() if g != "H100"]
+    assert {g for _, g, _ in past} <= {"V100", "A100"}
+    assert 10 <= sum(n for *_, n in past) <= 20
+    assert [(r.table, r.gpu_type) for r in wh.readers] == sorted(
+        (r.table, r.gpu_type) for r in wh.readers
+    )
+
+
+def test_history_does_not_know_which_first_time_workload_reads_what(small):
+    # Swap the tables of two first-time workloads on different GPU types: every table
+    # keeps its popularity, the GPU and table-count mixes stay, only who reads what on
+    # which GPU changes. The history (and so the whole warehouse) must not.
+    world, priority, workloads, tables, wh = small
+    once = [w for w in workloads if not w.recurring and w.input_tables]
+    a = once[0]
+    b = next(w for w in once if w.jobs[0].gpu_type != a.jobs[0].gpu_type)
+
+    def reading(w: WorkloadSpec, names: tuple[str, ...]) -> WorkloadSpec:
+        jobs = tuple(
+            msgspec.structs.replace(j, input_tables=names if j.input_tables else ()) for j in w.jobs
+        )
+        return msgspec.structs.replace(w, jobs=jobs)
+
+    swapped = [
+        reading(w, b.input_tables) if w is a else reading(w, a.input_tables) if w is b else w
+        for w in workloads
+    ]
+    assert [w.input_tables for w in swapped] != [w.input_tables for w in workloads]
+    again = build(world, swapped, tables, priority=priority, span_us=2 * DAY_US)
+    assert msgspec.json.encode(again) == msgspec.json.encode(wh)
+
+
+def test_history_size_is_bounded():
+    world, workloads, tables = history_world()
+    with pytest.raises(ValueError, match="history_workloads_max"):
+        build(world, workloads, tables, span_us=2 * DAY_US, history_workloads_max=5)
 
 
 # ---- analytics -------------------------------------------------------------------------
@@ -240,8 +353,8 @@ def test_recurring_ml_jobs_of_generated_workloads(small):
 # ---- determinism and validation ------------------------------------------------------
 def test_same_seed_same_warehouse_and_different_seed_different(small):
     world, priority, workloads, tables, wh = small
-    again = build(world, workloads, tables, seed=3, priority=priority)
-    other = build(world, workloads, tables, seed=4, priority=priority)
+    again = build(world, workloads, tables, seed=3, priority=priority, span_us=2 * DAY_US)
+    other = build(world, workloads, tables, seed=4, priority=priority, span_us=2 * DAY_US)
     assert msgspec.json.encode(again) == msgspec.json.encode(wh)
     assert msgspec.json.encode(other) != msgspec.json.encode(wh)
 
@@ -258,6 +371,7 @@ def test_same_seed_same_warehouse_and_different_seed_different(small):
             "partitions_per_table_min",
         ),
         ({"jobs_per_app_min": 9}, "jobs_per_app_min"),
+        ({"history_days": -1.0}, "history_days"),
     ],
 )
 def test_params_errors_name_the_field(raw, field):

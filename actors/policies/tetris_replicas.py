@@ -1,14 +1,23 @@
 """Extra table replicas once the day's homes are settled (MAST §3.5).
 
-Three kinds, decided in this order over the placement after hill climbing:
+Tetris learns who reads each table from history: `readers` gives, per
+table and GPU type, how many distinct ML jobs of the history read it (§3.3:
+usage is "estimated from the past history of the tables and jobs"; the
+warehouse's history has past first-time workloads too). Without it, the
+snapshot's recurring ML jobs are the history (`readers_of_jobs`). Three
+kinds of replicas, decided in this order over the placement after hill
+climbing:
 
 - DR (`dr`): every table keeps one replica outside its home. An existing DR
   replica stays. A table without one (or whose DR replica became its home)
   reuses, in this order: its old home if it moved (the data is there, no
-  copy), another replica it already has (first by name), or a new copy in
-  the region with the most free storage (ties by name). The paper's DR
-  policy also weighs correlated failures and spare hardware, which this
-  model does not know.
+  copy), another replica it already has, or a new copy. Among replicas, and
+  among regions for a new copy, the DR policy prefers hardware for the
+  table's readers (`dr_preference`): first its readers on GPU types the
+  region has and the home lacks, then its readers on every type the region
+  has (the load it could take if the home were lost); a new copy then goes
+  where storage is freest (ties by name). The paper's policy also weighs correlated regional
+  failures, which this model does not know.
 - collocation (`colocation`): an ML job whose R(job) is None, or lacks its
   GPU type, needs a region that holds all its tables and has its GPU type.
   If a home or replica already gives one, nothing is done; otherwise its
@@ -34,6 +43,7 @@ v0 (no automatic placement) gets DR replicas only.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import Literal
 
 from actors.policies.tetris import TetrisPlan, homes_after
@@ -48,9 +58,47 @@ from actors.policies.tetris_cost import (
 )
 from store.records import PRIORITY_LOWEST
 
-__all__ = ["ReplicaDeletion", "ReplicaOrder", "ReplicaPlan", "plan_replicas"]
+__all__ = [
+    "Readers",
+    "ReplicaDeletion",
+    "ReplicaOrder",
+    "ReplicaPlan",
+    "dr_preference",
+    "plan_replicas",
+    "readers_of_jobs",
+]
 
 Reason = Literal["dr", "colocation", "hot"]
+# The access history: table -> GPU type -> distinct ML jobs that read the table on it.
+Readers = Mapping[str, Mapping[str, int]]
+
+
+def readers_of_jobs(jobs: Collection[TetrisJob]) -> dict[str, dict[str, int]]:
+    """`Readers` when all Tetris knows is its jobs: the ML ones per table and GPU type."""
+    out: dict[str, dict[str, int]] = {}
+    for job in jobs:
+        if job.kind == "ml" and job.gpu_type is not None:
+            for t in job.tables:
+                per_type = out.setdefault(t, {})
+                per_type[job.gpu_type] = per_type.get(job.gpu_type, 0) + 1
+    return out
+
+
+def dr_preference(
+    readers: Mapping[str, int], home_gpus: Collection[str], gpus: Collection[str]
+) -> tuple[int, int]:
+    """How well a region with GPU types `gpus` suits a table's DR copy; larger is better.
+
+    `readers` counts the table's past readers per GPU type. First come those
+    on types the region has and the home lacks: they cannot train at the
+    home, and the DR copy lets them train here (§3.5: "the DR copy may fix
+    some of these jobs"). Then those on every type the region has: the load
+    it could take if the home were lost ("availability of hardware to handle
+    increased load after a disaster").
+    """
+    adds = sum(n for g, n in readers.items() if g in gpus and g not in home_gpus)
+    serves = sum(n for g, n in readers.items() if g in gpus)
+    return adds, serves
 
 
 class ReplicaOrder(_Tetris, kw_only=True):
@@ -99,8 +147,15 @@ class ReplicaPlan(_Tetris, kw_only=True):
 class _Holdings:
     """Where every table is held while the replicas are decided (lives inside one call)."""
 
-    def __init__(self, snapshot: TetrisSnapshot, plan: TetrisPlan, params: TetrisParams) -> None:
+    def __init__(
+        self, snapshot: TetrisSnapshot, plan: TetrisPlan, params: TetrisParams, readers: Readers
+    ) -> None:
         self.params = params
+        self.readers = readers
+        self.gpus = {
+            r.name: frozenset(g for g, h in r.gpu_supply_hours.items() if h > 0)
+            for r in snapshot.regions
+        }
         self.homes = homes_after(snapshot, plan)
         self.sizes = {t.name: t.size_bytes for t in snapshot.tables}
         self.cap = {r.name: r.storage_bytes for r in snapshot.regions}
@@ -150,11 +205,18 @@ class _Holdings:
         old = self.old_home.get(t.name)
         if old is not None and self.add(t.name, old, "dr", priority):
             return old
-        others = sorted(r for r in t.replicas if r != home)
+        readers = self.readers.get(t.name, {})
+
+        def worse(r: str) -> tuple[int, int]:
+            adds, serves = dr_preference(readers, self.gpus[home], self.gpus[r])
+            return -adds, -serves
+
+        others = sorted((r for r in t.replicas if r != home), key=lambda r: (worse(r), r))
         if others:
             return others[0]
         free = sorted(
-            (r for r in self.cap if r != home), key=lambda r: (self.held[r] - self.cap[r], r)
+            (r for r in self.cap if r != home),
+            key=lambda r: (worse(r), self.held[r] - self.cap[r], r),
         )
         return next((r for r in free if self.add(t.name, r, "dr", priority)), None)
 
@@ -181,12 +243,13 @@ class _Holdings:
 
     def hot(self, snapshot: TetrisSnapshot, g: str) -> None:
         """Copy the hottest tables of GPU type g into each region's budget for g."""
-        hotness: dict[str, int] = {}
+        hotness = {t: per_type.get(g, 0) for t, per_type in self.readers.items()}
+        # A replica serves the recurring readers' priority; past first-time readers
+        # carry none Tetris could plan for, so they get the lowest.
         best: dict[str, int] = {}
         for job in snapshot.jobs:
             if job.gpu_type == g:
                 for t in job.tables:
-                    hotness[t] = hotness.get(t, 0) + 1
                     best[t] = min(best.get(t, PRIORITY_LOWEST), job.priority)
         hot = sorted(
             (t for t, n in hotness.items() if n >= self.params.hot_min_jobs),
@@ -203,22 +266,40 @@ class _Holdings:
                 if (
                     size <= left
                     and r.name not in self.holds[t]
-                    and self.add(t, r.name, "hot", best[t])
+                    and self.add(t, r.name, "hot", best.get(t, PRIORITY_LOWEST))
                 ):
                     left -= size
 
 
-def plan_replicas(snapshot: TetrisSnapshot, plan: TetrisPlan, params: TetrisParams) -> ReplicaPlan:
-    """The replica orders and deletions for the placement after `plan` (module docstring)."""
-    state = _Holdings(snapshot, plan, params)
-    readers: dict[str, int] = {}
+def plan_replicas(
+    snapshot: TetrisSnapshot,
+    plan: TetrisPlan,
+    params: TetrisParams,
+    readers: Readers | None = None,
+) -> ReplicaPlan:
+    """The replica orders and deletions for the placement after `plan` (module docstring).
+
+    `readers` is the tables' access history (`Readers`); None takes the
+    snapshot's ML jobs as the history (`readers_of_jobs`).
+
+    Raises:
+        ValueError: `readers` names a table the snapshot does not have.
+    """
+    if readers is None:
+        readers = readers_of_jobs(snapshot.jobs)
+    names = {t.name for t in snapshot.tables}
+    unknown = sorted(t for t in readers if t not in names)
+    if unknown:
+        raise ValueError(f"tetris readers: unknown table {unknown[0]!r}")
+    state = _Holdings(snapshot, plan, params, readers)
+    best: dict[str, int] = {}  # table -> the best priority of the jobs reading it
     for job in snapshot.jobs:
         for t in job.tables:
-            readers[t] = min(readers.get(t, PRIORITY_LOWEST), job.priority)
+            best[t] = min(best.get(t, PRIORITY_LOWEST), job.priority)
     unplaced: list[str] = []
     dr_regions: list[tuple[str, str]] = []
     for t in sorted(snapshot.tables, key=lambda t: t.name):
-        region = state.dr(t, readers.get(t.name, PRIORITY_LOWEST))
+        region = state.dr(t, best.get(t.name, PRIORITY_LOWEST))
         if region is None:
             unplaced.append(f"dr:{t.name}")
         elif region != t.dr_region:
@@ -230,7 +311,7 @@ def plan_replicas(snapshot: TetrisSnapshot, plan: TetrisPlan, params: TetrisPara
         for job in sorted(snapshot.jobs, key=lambda j: (j.priority, j.id)):
             if job.kind == "ml" and not state.colocate(job, supply):
                 unplaced.append(f"colocation:{job.id}")
-        for g in sorted({j.gpu_type for j in snapshot.jobs if j.gpu_type is not None}):
+        for g in sorted({g for per_type in readers.values() for g in per_type}):
             state.hot(snapshot, g)
     deletions = [
         ReplicaDeletion(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +16,12 @@ from actors.policies.tetris_cost import (
     storage_used,
     tetris_cost,
 )
-from actors.policies.tetris_replicas import ReplicaDeletion, ReplicaPlan, plan_replicas
+from actors.policies.tetris_replicas import (
+    ReplicaDeletion,
+    ReplicaPlan,
+    dr_preference,
+    plan_replicas,
+)
 from store.records import PRIORITY_LOWEST
 
 PARAMS = TetrisParams(home_threshold=0.0)
@@ -100,6 +106,37 @@ def test_a_table_moved_onto_its_dr_region_keeps_its_old_home_as_dr() -> None:
         ReplicaDeletion(table="e", region="A", after_copy_to="B", size_bytes=100),
     )
     assert out.storage_used == {"A": 100, "B": 200, "C": 100}
+
+
+# The DR policy's preference: a table read by 3 jobs on H and 1 on V, homed where V is.
+@pytest.mark.parametrize(
+    ("gpus", "expected"),
+    [
+        ({"H", "A"}, (3, 3)),  # adds H, which the home lacks: its 3 readers
+        ({"V"}, (0, 1)),  # adds nothing; could take the V reader if the home fell
+        ({"H", "V"}, (3, 4)),  # adds H, and could take all four
+        (set(), (0, 0)),  # storage only
+    ],
+)
+def test_dr_preference(gpus: set[str], expected: tuple[int, int]) -> None:
+    assert dr_preference({"H": 3, "V": 1}, {"V"}, gpus) == expected
+
+
+def test_a_new_dr_copy_goes_where_its_readers_gpus_are_not_where_storage_is_freest() -> None:
+    # t lives at A (H) with no DR. History: 2 jobs read it on H, 1 on V. B (GPU type X)
+    # has the most free storage; C has V, which A lacks: C adds the V reader, B nothing.
+    # No recurring job reads t: the order gets the lowest priority.
+    s = snap(
+        [table("t", "A")],
+        [],
+        [region("A", H=10.0), region("B", storage=100_000, X=10.0), region("C", V=10.0)],
+    )
+    out = plan_replicas(s, plan_with(s), PARAMS, {"t": {"H": 2, "V": 1}})
+    assert orders(out) == [("t", "C", "dr", PRIORITY_LOWEST, False)]
+    # Without a history of readers, the freest storage decides.
+    assert orders(plan_replicas(s, plan_with(s), PARAMS)) == [
+        ("t", "B", "dr", PRIORITY_LOWEST, False)
+    ]
 
 
 # ---- data-GPU collocation ---------------------------------------------------------
@@ -189,6 +226,27 @@ def test_hot_tables_are_replicated_up_to_the_gpu_types_storage_quota() -> None:
     assert out.storage_used["R1"] == 110
 
 
+def test_past_readers_make_a_table_hot_though_no_recurring_job_reads_it() -> None:
+    # f (60 bytes, home R0 with H, DR R2) is read by no recurring job, but 3 past
+    # first-time jobs read it on H: with hot_min_jobs = 3 it is hot for H. R1's H quota
+    # is .2 * 1,000 * 1 = 200 >= 60: copied there, at the lowest priority (first-time
+    # readers bring none Tetris could plan for). g, read by 2 past H jobs, is not hot.
+    s = snap(
+        [table("f", "R0", 60, dr="R2"), table("g", "R0", 10, dr="R2")],
+        [],
+        [region("R0", H=100.0), region("R1", storage=1_000, H=300.0), region("R2")],
+    )
+    out = plan_replicas(s, plan_with(s), PARAMS, {"f": {"H": 3}, "g": {"H": 2}})
+    assert orders(out) == [("f", "R1", "hot", PRIORITY_LOWEST, False)]
+    assert out.orders[0].deadline_hint_s == PARAMS.replica_deadline_low_s
+
+
+def test_readers_of_an_unknown_table_are_refused() -> None:
+    s = snap([table("t", "A", dr="B")], [], [region("A"), region("B")])
+    with pytest.raises(ValueError, match="unknown table 'nope'"):
+        plan_replicas(s, plan_with(s), PARAMS, {"nope": {"H": 1}})
+
+
 # ---- capacity ---------------------------------------------------------------------
 @st.composite
 def warehouses(draw: st.DrawFn) -> TetrisSnapshot:
@@ -220,13 +278,18 @@ def warehouses(draw: st.DrawFn) -> TetrisSnapshot:
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(warehouses(), st.sampled_from((0.2, 1.0)), st.integers(1, 3))
+@given(warehouses(), st.sampled_from((0.2, 1.0)), st.integers(1, 3), st.data())
 def test_replicas_never_push_a_region_over_its_capacity(
-    s: TetrisSnapshot, share: float, hot_min: int
+    s: TetrisSnapshot, share: float, hot_min: int, data: st.DataObject
 ) -> None:
     params = TetrisParams(home_threshold=0.0, hot_replica_storage_share=share, hot_min_jobs=hot_min)
+    # With or without a history of readers beyond the recurring jobs.
+    counts = st.dictionaries(st.sampled_from(("H", "A", "V")), st.integers(1, 5), max_size=3)
+    history = data.draw(
+        st.none() | st.fixed_dictionaries({}, optional={t.name: counts for t in s.tables})
+    )
     plan = plan_tetris(s, params)
-    out = plan_replicas(s, plan, params)
+    out = plan_replicas(s, plan, params, history)
     homes = homes_after(s, plan)
     before = storage_used(s, homes)
     cap = {r.name: r.storage_bytes for r in s.regions}
