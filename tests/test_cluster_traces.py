@@ -15,6 +15,7 @@ import msgspec
 import pytest
 
 from actors.cluster_traces import (
+    SHOCKWAVE_COLUMNS,
     FitProblem,
     NameCount,
     RowProblem,
@@ -52,20 +53,7 @@ SW_ROW = [
 
 def _sw(**changes: str) -> str:
     """A Shockwave row with some columns changed (by name), tab-joined."""
-    cols = [
-        "job_type",
-        "command",
-        "working_directory",
-        "num_steps_arg",
-        "needs_data_dir",
-        "total_steps",
-        "scale_factor",
-        "mode",
-        "priority_weight",
-        "SLO",
-        "duration",
-        "arrival_time",
-    ]
+    cols = SHOCKWAVE_COLUMNS
     row = dict(zip(cols, SW_ROW, strict=True)) | changes
     return "\t".join(row[c] for c in cols)
 
