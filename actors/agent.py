@@ -5,19 +5,39 @@ containers, trains in emulated time, saves checkpoints, and stops on its
 cluster manager's order — saving a checkpoint first when preempted. Progress
 is work done in µs; what survives a stop or a crash is the last checkpoint.
 Later issues' cluster policies make their per-job decisions here.
+
+Gang: the containers are set up at once, but training starts only when every
+job of the workload holds machines (`fleet.gang_placed`, read from the store
+every `gang_poll_us` until it does). Jobs of one workload are started by
+different cluster managers, and one of them may be down for minutes: without
+this barrier a short job could do all its work, and end, before its gang was
+placed. A gang that does not form within `gang_checks_max` polls is given up:
+the agent reports itself stopped and the RMS rolls the workload back.
+
+Reports to the cluster manager go at least once (`send_reliably`): a CM that
+is down or between leaders when a job ends would otherwise never learn it,
+and would keep the job's machines (and later preempt a job that no longer
+runs). After its last report the agent lingers, doing nothing, until that
+report is acknowledged.
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import msgspec
 
 from actors.messages import AgentFinished, AgentRunning, AgentStart, AgentStop, AgentStopped
-from emulator.actor import Actor, on
+from emulator.actor import RESEND_US, Actor, on
 from store import fleet
 
 
 class _Up(msgspec.Struct, frozen=True, tag=True):
     """Timer: containers are set up."""
+
+
+class _GangCheck(msgspec.Struct, frozen=True, tag=True):
+    """Timer: look again whether the whole gang holds machines."""
 
 
 class _Checkpoint(msgspec.Struct, frozen=True, tag=True):
@@ -28,10 +48,18 @@ class _Finish(msgspec.Struct, frozen=True, tag=True):
     """Timer: the remaining work is done."""
 
 
+class _Leave(msgspec.Struct, frozen=True, tag=True):
+    """Timer: exit if the last report has been acknowledged."""
+
+
 class JobAgent(Actor):
     kind = "job-agent"
     params: AgentStart
     restart_on_host_up = False
+    # The RMS gives up on a dispatch after 15 min (`dispatch_timeout`) and stops
+    # its jobs; the agent's own limit is a backstop for an RMS that never does.
+    gang_poll_us: ClassVar[int] = 5_000_000
+    gang_checks_max: ClassVar[int] = 720
 
     async def on_start(self) -> None:
         if self.restarted:
@@ -42,6 +70,8 @@ class JobAgent(Actor):
         p = self.params
         self.saved_us = p.progress_us
         self.running_since: int | None = None
+        self.gang_checks = 0
+        self.ended = False  # the last report (finished or stopped) is sent
         self.timers: list[int] = [self.set_timer(p.setup_us, _Up())]
 
     def _progress(self) -> int:
@@ -49,11 +79,23 @@ class JobAgent(Actor):
             return self.saved_us
         return min(self.params.work_us, self.saved_us + self.now_us - self.running_since)
 
-    @on(_Up)
-    def up(self, _: _Up) -> None:
+    @on(_Up, _GangCheck)
+    async def up(self, _: _Up | _GangCheck) -> None:
         p = self.params
+        if self.ended:
+            return
+        if not await self.store(fleet.gang_placed, p.workload_id):
+            self.gang_checks += 1
+            if self.gang_checks > self.gang_checks_max:
+                self.decision("agent.gang-timeout", {"workload": p.workload_id, "job": p.job})
+                self._last_report(self._stopped())
+            else:
+                self.timers = [self.set_timer(self.gang_poll_us, _GangCheck())]
+            return
         self.running_since = self.now_us
-        self.send(p.cm, AgentRunning(workload_id=p.workload_id, job=p.job, attempt=p.attempt))
+        self.send_reliably(
+            p.cm, AgentRunning(workload_id=p.workload_id, job=p.job, attempt=p.attempt)
+        )
         self.timers = [self.set_timer(max(0, p.work_us - self.saved_us), _Finish())]
         if p.checkpoint_every_us > 0:
             self.timers.append(self.set_timer(p.checkpoint_every_us, _Checkpoint()))
@@ -75,11 +117,12 @@ class JobAgent(Actor):
     async def finish(self, _: _Finish) -> None:
         p = self.params
         await self._save(p.work_us)
-        self.send(p.cm, AgentFinished(workload_id=p.workload_id, job=p.job, attempt=p.attempt))
-        self.exit()
+        self._last_report(AgentFinished(workload_id=p.workload_id, job=p.job, attempt=p.attempt))
 
     @on(AgentStop)
     async def stop(self, msg: AgentStop) -> None:
+        if self.ended:
+            return  # already finished or stopped: that report is on its way
         p = self.params
         for timer in self.timers:
             self.cancel_timer(timer)
@@ -91,10 +134,28 @@ class JobAgent(Actor):
             # machines are reused only after this checkpoint (invariant 6).
             await self.sleep(p.checkpoint_cost_us)
             await self._save(progress)
-        self.send(
-            p.cm,
-            AgentStopped(
-                workload_id=p.workload_id, job=p.job, attempt=p.attempt, progress_us=self.saved_us
-            ),
+        self._last_report(self._stopped())
+
+    def _stopped(self) -> AgentStopped:
+        p = self.params
+        return AgentStopped(
+            workload_id=p.workload_id, job=p.job, attempt=p.attempt, progress_us=self.saved_us
         )
-        self.exit()
+
+    def _last_report(self, msg: AgentFinished | AgentStopped) -> None:
+        self.ended = True
+        self.running_since = None
+        for timer in self.timers:
+            self.cancel_timer(timer)
+        self.timers = []
+        self.send_reliably(self.params.cm, msg)
+        self.set_timer(RESEND_US, _Leave())
+
+    @on(_Leave)
+    def leave(self, _: _Leave) -> None:
+        # `send_reliably` keeps a message until it is acknowledged (or given up
+        # on after its resend limit), so an empty outbox means the CM has it.
+        if self._outbox:
+            self.set_timer(RESEND_US, _Leave())
+        else:
+            self.exit()

@@ -6,13 +6,20 @@ dispatch decisions from the trace, online during a run and offline in
 
 - `allocation` (invariant 2): no GPU or CPU machine held by two running jobs;
   a machine's GPUs never over-committed; a job never started twice at once.
-- `gang` (3): a workload is RUNNING only when all its jobs hold machines, and
-  goes back to the queue (or is done) only when none does.
+- `gang` (3): a workload is RUNNING only once all its jobs have held machines
+  together since its award (a job may have finished since: the GMS hears of
+  the dispatch late when it was down), and goes back to the queue (or is
+  done) only when none holds machines.
 - `auction` (4): an auction has at most one winner, and a workload is awarded
   only while it is queued (so it is never dispatched to two regions at once).
 - `preemption` (6): victims have strictly lower priority than the workload
   that preempts them, and a running victim's machines are released only after
-  it saved a checkpoint.
+  it saved a checkpoint — one saved after its CM ordered it to stop and save
+  (the job went CHECKPOINTING) also counts for a later plan that picks the
+  stopping job again — unless it finished its work meanwhile (released
+  DONE: its last checkpoint holds all of it) or lost a machine it held (a
+  hardware failure, seen in the kernel's `fault` events even when no CM was
+  up to record it, or RAS moving the machine away).
 - `colocation` (5): a job starts only in a region holding ready replicas of
   all its input tables, on machines of its GPU type.
 - `quota` (7): a workload ranked within quota fits its tenant's quota on top
@@ -132,6 +139,7 @@ class GangChecker(_StoreChecker):
     name = "gang"
     _routes = {
         "queue.submit": "on_submit",
+        "queue.award": "on_award",
         "fleet.start": "on_start",
         "fleet.release": "on_release",
         "queue.transition": "on_transition",
@@ -140,15 +148,25 @@ class GangChecker(_StoreChecker):
     def __init__(self) -> None:
         self.jobs: dict[str, set[str]] = {}
         self.alive: dict[str, set[str]] = {}
+        # Workloads whose jobs all held machines at one instant since their last award.
+        self.placed: set[str] = set()
 
     def on_submit(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         spec = args[0]
         self.jobs[spec["id"]] = {j["name"] for j in spec["jobs"]}
         return []
 
+    def on_award(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result:
+            self.placed.discard(args[2])
+        return []
+
     def on_start(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         if result is not None:
-            self.alive.setdefault(args[2], set()).add(args[3])
+            alive = self.alive.setdefault(args[2], set())
+            alive.add(args[3])
+            if self.jobs.get(args[2], set()) <= alive:
+                self.placed.add(args[2])
         return []
 
     def on_release(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
@@ -163,7 +181,7 @@ class GangChecker(_StoreChecker):
         alive = self.alive.get(workload, set())
         if to_state == "RUNNING":
             missing = sorted(self.jobs.get(workload, set()) - alive)
-            if missing:
+            if missing and workload not in self.placed:
                 return [f"{workload} RUNNING but jobs {missing} hold no machines"]
         elif to_state in (*QUEUED, "DONE", "FAILED") and alive:
             return [f"{workload} went to {to_state} while jobs {sorted(alive)} still hold machines"]
@@ -195,7 +213,7 @@ class AuctionChecker(_StoreChecker):
 
 class PreemptionChecker(_StoreChecker):
     name = "preemption"
-    kinds = ("store", "decision")
+    kinds = ("store", "decision", "fault")
     _routes = {
         "fleet.start": "on_start",
         "fleet.state": "on_state",
@@ -211,14 +229,37 @@ class PreemptionChecker(_StoreChecker):
         self.running: set[Key] = set()
         # Victims told to stop, and whether they saved a checkpoint since.
         self.victims: dict[Key, bool] = {}
+        # Jobs told to stop with a checkpoint (CHECKPOINTING), and those of them
+        # that saved it: they do no more work, so nothing of theirs is lost.
+        self.checkpointing: set[Key] = set()
+        self.saved_for_stop: set[Key] = set()
         # Hosts that failed or that RAS moved out of their cluster: a victim
         # losing one cannot checkpoint first, and nobody reuses it in its cluster.
         self.failed_hosts: set[str] = set()
+        # When each job (its current attempt) started, and when each machine,
+        # rack, fault domain... last went down (the kernel's hardware faults).
+        self.started_us: dict[Key, int] = {}
+        self.down_us: dict[str, int] = {}
 
     def observe(self, event: TraceEvent) -> list[str]:
         if event.kind == "decision":
             return self._dispatch(event.payload) if event.type == "rms.dispatch" else []
+        if event.kind == "fault":
+            if event.type == "down":
+                self.down_us[event.dst] = event.t_us
+            return []
         return super().observe(event)
+
+    def _lost_a_machine(self, key: Key) -> bool:
+        """Whether a machine the job holds failed or left its cluster since it started."""
+        hosts = self.hosts.get(key, set())
+        if hosts & self.failed_hosts:
+            return True
+        since = self.started_us.get(key, 0)
+        return any(
+            t >= since and any(h == node or h.startswith(node + "/") for h in hosts)
+            for node, t in self.down_us.items()
+        )
 
     def _dispatch(self, payload: dict[str, Any]) -> list[str]:
         out = []
@@ -231,7 +272,7 @@ class PreemptionChecker(_StoreChecker):
                     f"{w}/{j} of priority {victim_priority}"
                 )
             if key in self.running:
-                self.victims[key] = False
+                self.victims[key] = key in self.saved_for_stop
         return out
 
     def on_start(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
@@ -239,19 +280,26 @@ class PreemptionChecker(_StoreChecker):
             key = (args[2], args[3])
             self.priority[key] = args[5]
             self.hosts[key] = {h for h, _n in args[6]} | set(args[7])
+            self.started_us[key] = args[1]
             self.running.discard(key)
             self.victims.pop(key, None)
+            self.checkpointing.discard(key)
+            self.saved_for_stop.discard(key)
         return []
 
     def on_state(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         if result and args[4] == "RUNNING":
             self.running.add((args[2], args[3]))
+        elif result and args[4] == "CHECKPOINTING":
+            self.checkpointing.add((args[2], args[3]))
         return []
 
     def on_checkpoint(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         key = (args[1], args[2])
         if result and key in self.victims:
             self.victims[key] = True
+        if result and key in self.checkpointing:
+            self.saved_for_stop.add(key)
         return []
 
     def on_health(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
@@ -269,8 +317,10 @@ class PreemptionChecker(_StoreChecker):
             return []
         key = (args[2], args[3])
         self.running.discard(key)
+        self.checkpointing.discard(key)
+        self.saved_for_stop.discard(key)
         saved = self.victims.pop(key, None)
-        if saved is False and not (self.hosts.get(key, set()) & self.failed_hosts):
+        if saved is False and args[4] != "DONE" and not self._lost_a_machine(key):
             return [f"preempted {key[0]}/{key[1]} released its machines before saving a checkpoint"]
         return []
 

@@ -1,11 +1,20 @@
 """The cluster manager (CM) of one dynamic cluster: executes placement plans.
 
-For a plan it first checks that the machines are still there (healthy, and
-free or held by the plan's victims) and refuses a stale plan outright. Then it
+For a plan it first checks that the plan's award still stands (the workload
+is DISPATCHING under the plan's auction: a resent plan may outlive its
+dispatch) and that the machines are still there (healthy, and free or held
+by the plan's victims), and refuses a stale plan outright. Then it
 stops the victims with a checkpoint, and only once every victim has stopped
 and released its machines does it allocate (a compare-and-set in the store)
 and start the job's agent. A machine failure restarts the jobs on it from
 their last checkpoint on spare machines, or reports them failed.
+
+Crash recovery: the CM rebuilds its jobs from the store. A preemption it
+ordered is recorded there first (the job goes CHECKPOINTING), so a restarted
+CM orders it again and reports the job `preempted` once it has stopped; the
+agents' reports reach whichever incarnation leads (they are resent until
+acknowledged). Plans still waiting for their victims die with the CM: the
+RMS gives up on them after its dispatch timeout.
 
 RAS changes the cluster's membership (`MembershipChanged`): the CM re-reads
 its machines; a job on a machine that left is treated like one on a failed
@@ -44,6 +53,7 @@ from emulator.actor import on
 from emulator.scenario import Duration
 from emulator.sysmsg import HostDown, HostUp
 from store import fleet, queue
+from store.queue import Fence
 from store.records import JobSpec
 
 
@@ -106,9 +116,16 @@ class ClusterManager(LeaseHolder):
             spec = await self.store(queue.spec, row.workload_id)
             job = next((j for j in spec.jobs if j.name == row.job), None) if spec else None
             if job is not None:
-                self.running[(row.workload_id, row.job)] = Running(
+                key = (row.workload_id, row.job)
+                running = Running(
                     job, row.priority, row.attempt, _agent(row.workload_id, row.job, row.attempt), 0
                 )
+                self.running[key] = running
+                if row.state == "CHECKPOINTING" and self.fence is not None:
+                    # A preemption the last incarnation began: order the stop again
+                    # (the agent ignores a second order) and wait for it as before.
+                    running.stopping = "preempted"
+                    self._order_stop(key, running, checkpoint=True)
         # A membership change may have been half handled when this CM went down.
         self.rechecks = 0
         self.recheck_armed = False
@@ -119,7 +136,7 @@ class ClusterManager(LeaseHolder):
     @on(ExecutePlan)
     async def execute(self, msg: ExecutePlan) -> None:
         key = (msg.workload_id, msg.job.name)
-        if self.fence is None:
+        if await self.current_fence() is None:
             self._result(msg, False, "not the cluster's leader")
             return
         if key in self.running:
@@ -129,7 +146,7 @@ class ClusterManager(LeaseHolder):
             # The RMS may know first that another cluster's job let a machine go.
             await self._reload()
         victims = {v for v in msg.victims if v in self.running}
-        problem = self._stale(msg, victims)
+        problem = await self._award_gone(msg) or self._stale(msg, victims)
         if problem:
             self.decision(
                 "cm.reject", {"workload": msg.workload_id, "job": msg.job.name, "why": problem}
@@ -137,9 +154,22 @@ class ClusterManager(LeaseHolder):
             self._result(msg, False, problem)
             return
         for victim in sorted(victims):
-            self._stop(victim, "preempted", checkpoint=True)
+            await self._stop(victim, "preempted", checkpoint=True)
         self.pending.append(Pending(msg, victims))
         await self._start_ready()
+
+    async def _award_gone(self, msg: ExecutePlan) -> str:
+        """Why the plan's award no longer stands ('' if it does).
+
+        A plan is resent until this CM acknowledges it, so it may arrive long
+        after its RMS gave up on the dispatch (or died with it) and the
+        workload went back to the queue, or to another region. Such a plan
+        must neither preempt anyone nor start a second copy of a job.
+        """
+        entry = await self.store(queue.get, msg.workload_id)
+        if entry is None or entry.state != "DISPATCHING" or entry.auction_id != msg.auction_id:
+            return "the award of this plan no longer stands"
+        return ""
 
     def _stale(self, msg: ExecutePlan, victims: set[tuple[str, str]]) -> str:
         """Why the plan can no longer run as planned ('' if it can)."""
@@ -179,10 +209,13 @@ class ClusterManager(LeaseHolder):
         p = self.params
         job = msg.job
         started = None
-        if self.fence is not None and not self._stale(msg, set()):
+        # The victims' checkpoints took a while: look again at the award too.
+        fence = await self.current_fence()
+        problem = await self._award_gone(msg) if fence is not None else "lease lost"
+        if fence is not None and not problem and not self._stale(msg, set()):
             started = await self.store(
                 fleet.start_job,
-                self.fence,
+                fence,
                 self.now_us,
                 msg.workload_id,
                 job.name,
@@ -192,7 +225,7 @@ class ClusterManager(LeaseHolder):
                 msg.cpu_hosts,
             )
         if started is None:
-            self._result(msg, False, "machines taken or lease lost")
+            self._result(msg, False, problem or "machines taken or lease lost")
             return
         attempt, saved_us = started
         key = (msg.workload_id, job.name)
@@ -244,11 +277,22 @@ class ClusterManager(LeaseHolder):
         )
 
     # ---- stopping ----------------------------------------------------------------------
-    def _stop(self, key: tuple[str, str], reason: EndReason, *, checkpoint: bool) -> None:
+    async def _stop(self, key: tuple[str, str], reason: EndReason, *, checkpoint: bool) -> None:
         job = self.running.get(key)
         if job is None or job.stopping is not None:
             return
         job.stopping = reason
+        fence = await self.current_fence() if checkpoint else None
+        if fence is not None:
+            # Recorded before the order goes out: a CM that restarts meanwhile
+            # finishes the preemption (module docstring), and the checkpoint the
+            # agent saves from now on is the one its machines wait for.
+            await self.store(
+                fleet.set_job_state, fence, self.now_us, key[0], key[1], "CHECKPOINTING"
+            )
+        self._order_stop(key, job, checkpoint=checkpoint)
+
+    def _order_stop(self, key: tuple[str, str], job: Running, *, checkpoint: bool) -> None:
         self.send(job.agent, AgentStop(checkpoint=checkpoint))
         # The agent may be dead (its machine failed): do not wait for it forever.
         self.set_timer(self.params.stop_timeout, _StopTimeout(key, job.attempt))
@@ -265,7 +309,7 @@ class ClusterManager(LeaseHolder):
                 ),
             )
         if key in self.running:
-            self._stop(key, msg.reason, checkpoint=msg.checkpoint)
+            await self._stop(key, msg.reason, checkpoint=msg.checkpoint)
 
     @on(AgentStopped)
     async def stopped(self, msg: AgentStopped) -> None:
@@ -284,9 +328,13 @@ class ClusterManager(LeaseHolder):
     @on(AgentRunning)
     async def job_running(self, msg: AgentRunning) -> None:
         job = self.running.get((msg.workload_id, msg.job))
-        if job is not None and job.attempt == msg.attempt and self.fence is not None:
+        # A report delayed past a stop order must not make a stopping job look running.
+        if job is None or job.attempt != msg.attempt or job.stopping is not None:
+            return
+        fence = await self.current_fence()
+        if fence is not None:
             await self.store(
-                fleet.set_job_state, self.fence, self.now_us, msg.workload_id, msg.job, "RUNNING"
+                fleet.set_job_state, fence, self.now_us, msg.workload_id, msg.job, "RUNNING"
             )
 
     @on(AgentFinished)
@@ -297,8 +345,8 @@ class ClusterManager(LeaseHolder):
             await self._release(key, "done", "DONE")
 
     async def _release(self, key: tuple[str, str], reason: EndReason, state: str) -> None:
-        if self.fence is not None:
-            await self.store(fleet.release_job, self.fence, self.now_us, key[0], key[1], state)
+        if await self._release_in_store(key, state) is None:
+            return
         self.running.pop(key, None)
         self.view.release(key)
         self.send_reliably(
@@ -380,13 +428,31 @@ class ClusterManager(LeaseHolder):
             self.recheck_armed = True
             self.set_timer(p.transit_recheck, _TransitRecheck())
 
+    async def _release_in_store(self, key: tuple[str, str], state: str) -> Fence | None:
+        """Free a job's machines in the store; returns the fence it was done under.
+
+        None (and a trace) if this CM may not: one that does not lead the
+        cluster keeps the job as it is, since telling the RMS it ended while
+        the store still gives it its machines would leave them held by a job
+        that nobody runs.
+        """
+        fence = await self.current_fence()
+        if fence is not None and await self.store(
+            fleet.release_job, fence, self.now_us, key[0], key[1], state
+        ):
+            return fence
+        self.decision("cm.release-refused", {"workload": key[0], "job": key[1], "state": state})
+        return None
+
     async def _replace(self, key: tuple[str, str]) -> None:
         """Restart a job hit by a machine failure on spare machines, from its checkpoint."""
         job = self.running.get(key)
-        if job is None or self.fence is None:
+        if job is None:
+            return
+        fence = await self._release_in_store(key, "STOPPED")
+        if fence is None:
             return
         self.send(job.agent, AgentStop(checkpoint=False))
-        await self.store(fleet.release_job, self.fence, self.now_us, key[0], key[1], "STOPPED")
         self.running.pop(key, None)
         self.view.release(key)
         request = JobRequest(
@@ -402,7 +468,7 @@ class ClusterManager(LeaseHolder):
         if isinstance(plan, JobPlan):
             started = await self.store(
                 fleet.start_job,
-                self.fence,
+                fence,
                 self.now_us,
                 key[0],
                 key[1],

@@ -44,6 +44,7 @@ class LeaseHolder(Actor):
 
     role: str
     fence: Fence | None = None
+    lease_until_us: int = 0  # when the lease behind `fence` expires
 
     @property
     def timing(self) -> LeaseTiming:
@@ -63,7 +64,21 @@ class LeaseHolder(Actor):
         if previous is None or previous.epoch != lease.epoch:
             self.decision("lease.leader", {"role": self.role, "epoch": lease.epoch})
         self.fence = Fence(self.role, self.address, lease.epoch)
+        self.lease_until_us = lease.expires_at_us
         return self.fence
+
+    async def current_fence(self) -> Fence | None:
+        """The fence to write under now: the lease held, renewed first if it has lapsed.
+
+        An actor paused (a GC pause, a stopped VM) past its lease's expiry
+        handles the messages that waited meanwhile before its renewal timer
+        fires. Its writes under the lapsed epoch would be refused by the
+        fence; so it takes the lease again first, as that timer would have
+        (a new epoch, unless another candidate took the role meanwhile).
+        """
+        if self.fence is not None and self.now_us < self.lease_until_us:
+            return self.fence
+        return await self.acquire()
 
     async def lead(self, role: str) -> None:
         """Start contending for `role`: take the lease if free and keep renewing it."""

@@ -8,8 +8,10 @@ the plan's P_score, or abstains `unschedulable`. The plan is kept as a
 tentative reservation until the award or release. On award it applies the
 plan to its view, sends one plan per job to the job's CM, and reports to the
 GMS once every job has started — or, if any CM refused, rolls the others back.
-A workload ends when all its jobs have: if one is preempted or fails, the
-others are stopped first, so the GMS re-queues it only when nothing of it runs.
+A job that ends before its whole gang has started (preempted, failed, or a
+machine lost) fails the dispatch like a refused plan. A workload ends when
+all its jobs have: if one is preempted or fails, the others are stopped
+first, so the GMS re-queues it only when nothing of it runs.
 Cluster views are reloaded from the store at every scan start, and one
 cluster's alone when its CM reports that RAS changed its machines.
 """
@@ -64,6 +66,9 @@ class Dispatch:
     plan: WorkloadPlan
     jobs: dict[str, JobSpec]
     results: dict[str, bool] = field(default_factory=dict)
+    # Jobs that ended before the dispatch settled: they no longer run, whatever
+    # their plan result says, so the gang did not start whole.
+    ended: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -100,6 +105,11 @@ class RegionalScheduler(LeaseHolder):
         A workload the queue holds as RUNNING or DISPATCHING in this region but
         none of whose jobs still holds machines ended while no RMS was leading
         (or its report was lost with a crashed RMS): report it now.
+
+        A dispatch this RMS was running when it went down is settled from what
+        the store shows: if every job of the workload holds machines, the gang
+        started whole and is reported so; if only some do, the plans of the
+        others died with the old RMS, so the started jobs are rolled back.
         """
         p = self.params
         by_workload: dict[str, dict[str, tuple[str, str]]] = {}
@@ -111,7 +121,17 @@ class RegionalScheduler(LeaseHolder):
                 continue
             jobs = by_workload.get(entry.id, {})
             live = {job: c for job, (c, state) in jobs.items() if state in LIVE_STATES}
-            if live:
+            if live and entry.state == "DISPATCHING":
+                spec = await self.store(queue.spec, entry.id)
+                names = {j.name for j in spec.jobs} if spec is not None else set()
+                if names <= live.keys():
+                    self.live[entry.id] = Live(entry.auction_id, live)
+                    self._report(entry.auction_id, entry.id, True, "")
+                else:
+                    self.live[entry.id] = Live(entry.auction_id, live, ending="aborted")
+                    for job, cluster in sorted(live.items()):
+                        self._stop(entry.id, job, cluster, "aborted", checkpoint=False)
+            elif live:
                 self.live[entry.id] = Live(entry.auction_id, live)
             elif entry.state == "DISPATCHING":
                 self._report(entry.auction_id, entry.id, False, "RMS restarted mid-dispatch")
@@ -281,7 +301,11 @@ class RegionalScheduler(LeaseHolder):
         if d is None:
             live = self.live.get(msg.workload_id)
             if live is not None and live.auction_id == msg.auction_id:
-                return  # already settled: a report repeated across a restart
+                if msg.job in live.clusters or live.ending is None or not msg.ok:
+                    return  # already settled: a report repeated across a restart
+                # A straggler of a dispatch being rolled back (after a restart of
+                # this RMS): the workload ends only once it has stopped too.
+                live.clusters[msg.job] = msg.cluster
             if msg.ok:  # a job started for a dispatch already given up: stop it
                 self._stop(msg.workload_id, msg.job, msg.cluster, "aborted", checkpoint=False)
             return
@@ -300,19 +324,19 @@ class RegionalScheduler(LeaseHolder):
     def _settle(self, auction_id: int, d: Dispatch) -> None:
         del self.dispatching[auction_id]
         clusters = {jp.job: jp.cluster_id for jp in d.plan.jobs}
-        if all(d.results.values()):
+        if all(d.results.values()) and not d.ended:
             self.live[d.workload_id] = Live(auction_id, clusters)
             self._report(auction_id, d.workload_id, True, "")
             return
         # Gang: all or nothing. Free what was reserved for refused jobs and stop
         # the started ones; the GMS hears of it only once nothing of it runs.
-        started = {job: clusters[job] for job, ok in d.results.items() if ok}
+        started = {job: clusters[job] for job, ok in d.results.items() if ok and job not in d.ended}
         for job, ok in sorted(d.results.items()):
             if not ok:
                 self.views[clusters[job]].release((d.workload_id, job))
         if not started:
-            refused = ", ".join(sorted(d.results))
-            self._report(auction_id, d.workload_id, False, f"refused: {refused}")
+            failed = ", ".join(sorted(job for job in d.results if job not in started))
+            self._report(auction_id, d.workload_id, False, f"refused or ended: {failed}")
             return
         self.live[d.workload_id] = Live(auction_id, started, ending="aborted")
         for job, cluster in sorted(started.items()):
@@ -344,6 +368,10 @@ class RegionalScheduler(LeaseHolder):
         view = self.views.get(msg.cluster)
         if view is not None:
             view.release((msg.workload_id, msg.job))
+        for d in self.dispatching.values():
+            if d.workload_id == msg.workload_id and msg.job in d.jobs:
+                d.ended.add(msg.job)
+                return
         live = self.live.get(msg.workload_id)
         if live is None or msg.job not in live.clusters:
             return

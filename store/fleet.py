@@ -19,6 +19,7 @@ import msgspec
 from store.db import Store
 from store.events import store_event
 from store.queue import FENCE, Fence
+from store.queue import spec as workload_spec
 from store.records import DynamicCluster, Machine
 
 
@@ -220,6 +221,32 @@ async def job(store: Store, workload_id: str, job_name: str) -> JobRow | None:
         f"SELECT {_JOB_COLS} FROM jobs WHERE workload_id = ? AND job = ?", (workload_id, job_name)
     )
     return JobRow(**dict(zip(JobRow.__struct_fields__, row, strict=True))) if row else None
+
+
+# A job holds machines in these states (STOPPED and DONE ones hold none).
+LIVE_JOB_STATES = ("STARTING", "RUNNING", "CHECKPOINTING")
+
+
+async def gang_placed(store: Store, workload_id: str) -> bool:
+    """Whether every job of the workload holds machines, so that its gang may train.
+
+    True when each job named in the workload's spec is in a live state, or
+    when the queue already holds the workload RUNNING: its gang was placed
+    whole, and a job that ended since (done, or restarted after a machine
+    failure) does not undo that.
+    """
+    row = await store.fetchone("SELECT state FROM workloads WHERE id = ?", (workload_id,))
+    if row is None:
+        return False
+    if row[0] == "RUNNING":
+        return True
+    spec = await workload_spec(store, workload_id)
+    marks = ", ".join("?" for _ in LIVE_JOB_STATES)
+    live = await store.fetchall(
+        f"SELECT job FROM jobs WHERE workload_id = ? AND state IN ({marks})",
+        (workload_id, *LIVE_JOB_STATES),
+    )
+    return spec is not None and {j.name for j in spec.jobs} <= {name for (name,) in live}
 
 
 @store_event("fleet.start")
