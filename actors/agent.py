@@ -155,7 +155,7 @@ class JobAgent(Actor):
     def leave(self, _: _Leave) -> None:
         # `send_reliably` keeps a message until it is acknowledged (or given up
         # on after its resend limit), so an empty outbox means the CM has it.
-        if self._outbox:
+        if self.unacknowledged:
             self.set_timer(RESEND_US, _Leave())
         else:
             self.exit()

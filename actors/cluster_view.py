@@ -34,8 +34,6 @@ from store import fleet
 from store.fleet import Allocation, JobRow
 from store.records import Machine
 
-LIVE_STATES = ("STARTING", "RUNNING", "CHECKPOINTING")
-
 
 @dataclass
 class Held:
@@ -117,7 +115,7 @@ class ClusterView:
             cluster,
             await actor.store(fleet.machines, cluster),
             await actor.store(fleet.allocations, cluster),
-            await actor.store(fleet.jobs, cluster, LIVE_STATES),
+            await actor.store(fleet.jobs, cluster, fleet.LIVE_JOB_STATES),
         )
         if previous is not None:
             view._adopt(previous)

@@ -110,9 +110,7 @@ class ClusterManager(LeaseHolder):
         self.view = await ClusterView.fetch(self, p.cluster)
         self.running: dict[tuple[str, str], Running] = {}
         self.pending: list[Pending] = []
-        for row in await self.store(
-            fleet.jobs, p.cluster, ("STARTING", "RUNNING", "CHECKPOINTING")
-        ):
+        for row in await self.store(fleet.jobs, p.cluster, fleet.LIVE_JOB_STATES):
             spec = await self.store(queue.spec, row.workload_id)
             job = next((j for j in spec.jobs if j.name == row.job), None) if spec else None
             if job is not None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from actors.cluster_view import LIVE_STATES, ClusterView
+from actors.cluster_view import ClusterView
 from actors.leadership import LeaseHolder, LeaseTiming
 from actors.messages import (
     Abstain,
@@ -120,7 +120,7 @@ class RegionalScheduler(LeaseHolder):
             if entry.region != p.region or entry.auction_id is None:
                 continue
             jobs = by_workload.get(entry.id, {})
-            live = {job: c for job, (c, state) in jobs.items() if state in LIVE_STATES}
+            live = {job: c for job, (c, state) in jobs.items() if state in fleet.LIVE_JOB_STATES}
             if live and entry.state == "DISPATCHING":
                 spec = await self.store(queue.spec, entry.id)
                 names = {j.name for j in spec.jobs} if spec is not None else set()

@@ -73,6 +73,16 @@ class _Pass(msgspec.Struct, frozen=True, tag=True):
     """Self-timer: time for a daily pass."""
 
 
+class _Figures(msgspec.Struct, frozen=True, tag=True):
+    """Self-timer: record the placement figures once after a burst of changes."""
+
+
+# Copies finish in bursts (a pass's moves, tens of thousands at scale): the
+# figures need the whole catalog and a sweep over every job, so they are
+# recorded once per burst, this long after its first change, not per copy.
+FIGURES_COALESCE_US = 60_000_000
+
+
 @store_event("tetris.pass")
 async def record_pass(
     store: Store,
@@ -100,6 +110,7 @@ class Tetris(LeaseHolder):
         # Moves in flight: table → (old home, new home). Lost with a crash; the
         # next pass sees the catalog as it is and plans again.
         self.moving: dict[str, tuple[str, str, bool]] = {}
+        self.figures_due = False
         self.set_timer(self.params.settings.first_pass, _Pass())
         await self.lead("tetris")
 
@@ -210,11 +221,23 @@ class Tetris(LeaseHolder):
         for table in arrived:
             await self._complete_move(table, self.moving[table][1])
         if arrived:
-            await self._record_state(*await self._snapshot())
+            self._figures_changed()
 
     @on(ReplicaReady)
     async def replica_ready(self, msg: ReplicaReady) -> None:
-        if await self._complete_move(msg.table, msg.region):
+        # A completed move changes homes; any other replica changes what data is reachable.
+        await self._complete_move(msg.table, msg.region)
+        self._figures_changed()
+
+    def _figures_changed(self) -> None:
+        if not self.figures_due:
+            self.figures_due = True
+            self.set_timer(FIGURES_COALESCE_US, _Figures())
+
+    @on(_Figures)
+    async def figures(self, _: _Figures) -> None:
+        self.figures_due = False
+        if self.fence is not None:
             await self._record_state(*await self._snapshot())
 
     async def _complete_move(self, table: str, region: str) -> bool:

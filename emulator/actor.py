@@ -179,6 +179,11 @@ class Actor:
         self._kernel.send(self._slot, dst, Reliable(key, msg), 0, 0)
         self._arm_resend()
 
+    @property
+    def unacknowledged(self) -> int:
+        """Messages sent with `send_reliably` not yet acknowledged (nor given up on)."""
+        return len(self._outbox)
+
     def _arm_resend(self) -> None:
         if self._outbox and not self._resend_armed:
             self._resend_armed = True

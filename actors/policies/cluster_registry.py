@@ -36,13 +36,7 @@ def _load() -> None:
         return
     _loaded = True
     for module in _MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            # A policy module not written yet is simply absent; any other
-            # missing import is a real error.
-            if exc.name != module:
-                raise
+        importlib.import_module(module)
 
 
 def names() -> list[str]:

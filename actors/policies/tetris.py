@@ -503,6 +503,10 @@ class _State:
             self._refresh_type(g)
         self._refresh_storage()
 
+    def overloaded(self, g: int, r: int) -> bool:
+        """Region r's demand for GPU type g exceeds its supply."""
+        return self.demand_g[g][r] > self.supply[g][r] * _MICRO
+
     def homes(self) -> dict[str, str]:
         return {name: self.rnames[self.home[t]] for t, name in enumerate(self.tnames)}
 

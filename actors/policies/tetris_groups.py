@@ -73,7 +73,7 @@ def _candidates(state: _State, locked: set[int], limit: int) -> list[tuple[int, 
         g, r = state.j_g[j], state.j_r[j]
         if not state.j_ml[j] or len(tables) < 2 or g < 0 or locked.intersection(tables):
             continue
-        if r >= 0 and state.demand_g[g][r] <= state.supply[g][r] * 1_000_000:
+        if r >= 0 and not state.overloaded(g, r):
             continue
         out.append((j, tables))
     # The biggest jobs first when there are more candidates than the limit.
@@ -100,10 +100,10 @@ def _best(
 def plan_group_moves(
     state: _State, locked: set[int], left: int, limit: int
 ) -> list[tuple[list[int], int, int, float]]:
-    """Take gainful group moves, best first: [(tables, src of each..., dst, gain)].
+    """Take gainful group moves, best first, applying them to `state`.
 
-    Returns (tables, dst, bytes, gain) per group taken, in order; `locked`
-    (tables already moved this pass) grows with every group taken.
+    Returns (tables moved, dst, bytes, gain) per group taken, in order;
+    `locked` (tables already moved this pass) grows with every group taken.
     """
     queue = []
     for j, tables in _candidates(state, locked, limit):
