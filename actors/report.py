@@ -53,6 +53,7 @@ import msgspec
 import numpy as np
 
 from actors.report_data import slow_path_figures
+from actors.report_plots_slow import slow_path_plots
 from emulator.scenario import parse_raw
 from store import Store, fleet, queue
 from store.copies import DAY_US
@@ -838,6 +839,7 @@ def _plots(report: dict[str, Any], out_dir: Path) -> list[tuple[str, str]]:
     ax.legend(loc="upper left")
     save(fig, "slo.png")
     out.append(("slo.png", "SLO violation rate of within-quota scheduling events (MAST §5.6)"))
+    out.extend(slow_path_plots(report, out_dir))  # none for runs without a slow path
     return out
 
 
