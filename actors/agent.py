@@ -28,6 +28,7 @@ from typing import ClassVar
 import msgspec
 
 from actors.messages import AgentFinished, AgentRunning, AgentStart, AgentStop, AgentStopped
+from actors.policies.job_pace import run_time_us, work_after
 from emulator.actor import RESEND_US, Actor, on
 from store import fleet
 
@@ -77,7 +78,18 @@ class JobAgent(Actor):
     def _progress(self) -> int:
         if self.running_since is None:
             return self.saved_us
-        return min(self.params.work_us, self.saved_us + self.now_us - self.running_since)
+        p = self.params
+        elapsed = self.now_us - self.running_since
+        if p.pace is None:
+            return min(p.work_us, self.saved_us + elapsed)
+        done = work_after(self.saved_us, elapsed, p.work_us, p.pace.mode, p.pace.slowdown)
+        return int(done)
+
+    def _time_to_finish(self) -> int:
+        p = self.params
+        if p.pace is None:
+            return max(0, p.work_us - self.saved_us)
+        return run_time_us(self.saved_us, p.work_us, p.work_us, p.pace.mode, p.pace.slowdown)
 
     @on(_Up, _GangCheck)
     async def up(self, _: _Up | _GangCheck) -> None:
@@ -96,7 +108,7 @@ class JobAgent(Actor):
         self.send_reliably(
             p.cm, AgentRunning(workload_id=p.workload_id, job=p.job, attempt=p.attempt)
         )
-        self.timers = [self.set_timer(max(0, p.work_us - self.saved_us), _Finish())]
+        self.timers = [self.set_timer(self._time_to_finish(), _Finish())]
         if p.checkpoint_every_us > 0:
             self.timers.append(self.set_timer(p.checkpoint_every_us, _Checkpoint()))
 

@@ -1,7 +1,8 @@
 """The client: submits the scenario's workloads to the global queue on time.
 
 Submitting is a write to the job-queue database (so a submitted workload is
-never lost, whatever happens to the GMS) followed by a nudge to the GMS. The
+never lost, whatever happens to the GMS) followed by a nudge to the GMS (or,
+in a cluster-policy run, to the cluster scheduler). The
 client keeps one timer, for the next submission; after a crash it resumes
 from the first workload the queue does not hold yet.
 """
@@ -18,6 +19,8 @@ from store.records import PRIORITY_LOWEST, WorkloadSpec
 
 class ClientParams(msgspec.Struct, frozen=True, kw_only=True):
     workloads: tuple[WorkloadSpec, ...]
+    # Who hears of a submission: MAST's GMS, or a cluster-policy run's scheduler.
+    notify: str = "gms"
 
 
 class _Next(msgspec.Struct, frozen=True, tag=True):
@@ -46,5 +49,5 @@ class Client(Actor):
             self.next += 1
             priority = self.priority.get(spec.tenant, PRIORITY_LOWEST)
             if await self.store(queue.submit, spec, priority, self.now_us):
-                self.send("gms", Submitted(workload_id=spec.id))
+                self.send(self.params.notify, Submitted(workload_id=spec.id))
         self._arm()

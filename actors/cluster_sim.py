@@ -45,7 +45,8 @@ import msgspec
 
 from actors.policies import perf_model
 from actors.policies.cluster_api import ClusterPolicy, ClusterView, JobView, Slot, TraceJob
-from actors.policies.cluster_placement import TIERS, tier_of
+from actors.policies.cluster_decision import PolicyDecisionError, check_decision
+from actors.policies.cluster_placement import tier_of
 from emulator.errors import EmulatorInternalError
 
 __all__ = [
@@ -56,10 +57,6 @@ __all__ = [
 S = 1_000_000
 SAME_INSTANT_DECISIONS_MAX = 1_000  # wake-ups at one instant before we call it a livelock
 IDLE_DECISIONS_MAX = 10_000  # decisions leaving an idle cluster idle before we stop
-
-
-class PolicyDecisionError(ValueError):
-    """The policy returned a decision that cannot be carried out (a bug in the policy)."""
 
 
 class LivelockError(RuntimeError):
@@ -331,9 +328,6 @@ class _Engine:
         self.present[j.t.job_id] = j
 
     # --- decisions -----------------------------------------------------------
-    def _fail(self, job_id: str, what: str) -> PolicyDecisionError:
-        return PolicyDecisionError(f"policy {self.policy.name!r}: job {job_id!r}: {what}")
-
     def decide(self, state: Any, now: int) -> tuple[Any, int | None, bool]:
         """One policy call at `now`: returns next state, wake time, and whether anything changed."""
         round_us = round(self.sem.round_s * S) if self.sem.scheduling == "round" else None
@@ -345,32 +339,8 @@ class _Engine:
         self.finished = []
         self.decisions += 1
         decision, state = self.policy.decide(view, state, self.params)
-        free = {s.host: s.gpus_free for s in view.machines}
-        victims: dict[str, _Job] = {}
-        for job_id in decision.preempt:
-            j = self.present.get(job_id)
-            if j is None or j.state != "running" or job_id in victims:
-                raise self._fail(job_id, "preempted but it is not running (or preempted twice)")
-            victims[job_id] = j
-            for host, n in j.placement:
-                free[host] += n
-        offered: set[str] = set()
-        for offer in decision.start:
-            j = self.present.get(offer.job_id)
-            if j is None or j.state != "waiting" or offer.job_id in offered:
-                raise self._fail(offer.job_id, "offered but it is not waiting (or offered twice)")
-            offered.add(offer.job_id)
-            if sum(n for _, n in offer.placement) != j.t.gpus:
-                raise self._fail(offer.job_id, f"offer of {offer.placement} is not {j.t.gpus} GPUs")
-            for host, n in offer.placement:
-                if host not in free or n < 1:
-                    raise self._fail(offer.job_id, f"offer names {host!r} with {n} GPUs")
-                free[host] -= n
-                if free[host] < 0:
-                    raise self._fail(offer.job_id, f"offer over the free GPUs of {host}")
-            actual = tier_of(offer.placement, self.rack_of)
-            if TIERS.index(actual) > TIERS.index(offer.tier):
-                raise self._fail(offer.job_id, f"{actual}-tier placement offered as {offer.tier}")
+        check_decision(self.policy.name, view, decision, self.rack_of)
+        victims = {job_id: self.present[job_id] for job_id in decision.preempt}
         for j in victims.values():
             self._stop(j, now, preempt=True)
         changed = bool(victims)

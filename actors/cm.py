@@ -27,6 +27,7 @@ a job of another cluster holds it is in transit: unused, and re-read every
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import msgspec
 
@@ -42,6 +43,7 @@ from actors.messages import (
     EndReason,
     ExecutePlan,
     JobEnded,
+    Pace,
     PlanResult,
     StopJob,
 )
@@ -67,6 +69,10 @@ class CMParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     transit_recheck: Duration = Duration(10_000_000)
     transit_rechecks_max: int = 90
     lease: LeaseTiming = LeaseTiming()
+    # A job on a machine that fails: "restart" it on spare machines here (MAST),
+    # or "report" it failed to the scheduler, whose policy places it again (the
+    # cluster policies own placement).
+    on_host_failure: Literal["restart", "report"] = "restart"
 
 
 @dataclass
@@ -79,6 +85,7 @@ class Running:
     agent: str
     auction_id: int
     stopping: EndReason | None = None
+    pace: Pace | None = None
 
 
 @dataclass
@@ -229,7 +236,15 @@ class ClusterManager(LeaseHolder):
         key = (msg.workload_id, job.name)
         self.view.allocate(key, msg.priority, self.now_us, msg.gpus, msg.cpu_hosts)
         self._launch(
-            key, job, msg.priority, attempt, saved_us, msg.auction_id, msg.gpus, msg.cpu_hosts
+            key,
+            job,
+            msg.priority,
+            attempt,
+            saved_us,
+            msg.auction_id,
+            msg.gpus,
+            msg.cpu_hosts,
+            msg.pace,
         )
         self._result(msg, True, "")
 
@@ -243,23 +258,31 @@ class ClusterManager(LeaseHolder):
         auction_id: int,
         gpus: tuple[tuple[str, int], ...],
         cpu_hosts: tuple[str, ...],
+        pace: Pace | None,
     ) -> None:
         """Start the job's agent on its first machine (it dies if that machine does)."""
         agent = _agent(key[0], key[1], attempt)
         host = min([h for h, _ in gpus] + list(cpu_hosts))
+        if pace is None:
+            setup_us, checkpoint_us = setup_time_us(self.rng("setup")), self.params.checkpoint_cost
+        else:
+            # The performance model's costs: a resumed job restores its checkpoint first.
+            setup_us = pace.restore_us if saved_us > 0 else 0
+            checkpoint_us = pace.checkpoint_us
         start = AgentStart(
             workload_id=key[0],
             job=key[1],
             attempt=attempt,
             work_us=job.work_us,
             progress_us=saved_us,
-            setup_us=setup_time_us(self.rng("setup")),
+            setup_us=setup_us,
             checkpoint_every_us=job.checkpoint_every_us,
-            checkpoint_cost_us=self.params.checkpoint_cost,
+            checkpoint_cost_us=checkpoint_us,
             cm=self.role,
+            pace=pace,
         )
         self.spawn(agent, host, JobAgent, start)
-        self.running[key] = Running(job, priority, attempt, agent, auction_id)
+        self.running[key] = Running(job, priority, attempt, agent, auction_id, pace=pace)
 
     def _result(self, msg: ExecutePlan, ok: bool, reason: str) -> None:
         self.send_reliably(
@@ -453,6 +476,14 @@ class ClusterManager(LeaseHolder):
         self.send(job.agent, AgentStop(checkpoint=False))
         self.running.pop(key, None)
         self.view.release(key)
+        if self.params.on_host_failure == "report":
+            self.send_reliably(
+                self.rms,
+                JobEnded(
+                    workload_id=key[0], job=key[1], cluster=self.params.cluster, reason="failed"
+                ),
+            )
+            return
         request = JobRequest(
             workload_id=key[0],
             job=key[1],
@@ -499,6 +530,7 @@ class ClusterManager(LeaseHolder):
             job.auction_id,
             plan.gpus,
             plan.cpu_hosts,
+            job.pace,
         )
 
 

@@ -22,6 +22,7 @@ from typing import Literal
 
 import msgspec
 
+from actors.policies.cluster_api import BatchMode
 from store.records import JobSpec
 
 AbstainReason = Literal["no_data", "no_hardware", "negative_cache", "unschedulable", "busy"]
@@ -119,6 +120,22 @@ class WorkloadEnded(Msg):
 
 
 # ---- RMS ↔ CM -------------------------------------------------------------------
+class Pace(msgspec.Struct, frozen=True, kw_only=True):
+    """How a cluster-policy job runs where it is placed (the performance model).
+
+    `slowdown` is the placement tier's communication cost for the model and
+    `mode` its batch-size schedule (`actors/policies/job_pace.py`);
+    `restore_us` is spent before a resumed job makes progress (none on a
+    first start) and `checkpoint_us` on the checkpoint a preemption saves.
+    MAST jobs have no pace: they run at full speed and set up containers.
+    """
+
+    slowdown: float = 1.0
+    mode: BatchMode = "static"
+    restore_us: int = 0
+    checkpoint_us: int = 0
+
+
 class ExecutePlan(Msg):
     """RMS → CM: preempt `victims` (workload, job), then start this job on these machines."""
 
@@ -130,6 +147,7 @@ class ExecutePlan(Msg):
     gpus: tuple[tuple[str, int], ...]
     cpu_hosts: tuple[str, ...]
     victims: tuple[tuple[str, str], ...]
+    pace: Pace | None = None
 
 
 class PlanResult(Msg):
@@ -174,6 +192,7 @@ class AgentStart(Msg):
     checkpoint_every_us: int
     checkpoint_cost_us: int
     cm: str
+    pace: Pace | None = None
 
 
 class AgentStop(Msg):

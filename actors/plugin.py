@@ -8,6 +8,8 @@ import scenarios
 
 # Imported for what they register: invariant checkers and benchmarks.
 from actors import bench, bench_tetris, checkers, data_checkers  # noqa: F401
+from actors.cluster_report import ClusterReporter
+from actors.cluster_system import ClusterSystem
 from actors.lease_demo import LeaseCandidate, LeaseClient
 from actors.mast import MastSystem
 from actors.report import MastReporter
@@ -23,5 +25,7 @@ def register() -> None:
     for cls in (LeaseCandidate, LeaseClient):
         register_actor(cls)
     register_system(MastSystem())
+    register_system(ClusterSystem())
+    register_reporter("cluster", ClusterReporter())
     register_reporter("mast", MastReporter())
     register_scenario_dir(Path(scenarios.__file__).parent)
