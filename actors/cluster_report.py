@@ -174,6 +174,10 @@ def _trace_summary(trace: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
+def _on(flag: Any) -> str:
+    return "on" if flag else "off"
+
+
 def _fmt(value: Any, digits: int = 1) -> str:
     if value is None:
         return "-"
@@ -205,12 +209,12 @@ def _rows(reports: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
         ("FTF worst rho", each(lambda r: r["ftf"]["worst"], 2)),
         ("FTF unfair fraction", each(lambda r: r["ftf"]["unfair_fraction"], 3)),
         ("invariant violations", each(lambda r: r.get("invariant_violations"))),
-        ("semantics", [
-            f"{s.get('scheduling')}"
-            + (f" {s.get('round_s'):g}s" if s.get("scheduling") == "round" else "")
-            + f", preemption cost {'on' if s.get('preemption_cost') else 'off'}"
-            + f", comm {'on' if s.get('comm_model') else 'off'}"
-            + f", failed {'counted' if s.get('count_failed') else 'not counted'}"
-            for s in sem
+        ("scheduling", [
+            f"{x.get('scheduling')}"
+            + (f" {x.get('round_s'):g} s" if x.get("scheduling") == "round" else "")
+            for x in sem
         ]),
+        ("preemption cost", [_on(x.get("preemption_cost")) for x in sem]),
+        ("communication model", [_on(x.get("comm_model")) for x in sem]),
+        ("failed jobs in averages", [_on(x.get("count_failed")) for x in sem]),
     ]
