@@ -54,7 +54,7 @@ from actors.workload import setup_time_us
 from emulator.actor import on
 from emulator.scenario import Duration
 from emulator.sysmsg import HostDown, HostUp
-from store import fleet, queue
+from store import fleet, leases, queue
 from store.queue import Fence
 from store.records import JobSpec
 
@@ -113,10 +113,20 @@ class ClusterManager(LeaseHolder):
     async def on_start(self) -> None:
         p = self.params
         self.rms = f"rms/{p.region}"
-        await self.lead(f"cm/{p.cluster}")
-        self.view = await ClusterView.fetch(self, p.cluster)
+        # A follower keeps no leader state: `on_lead` builds it once this instance leads.
+        self.view = ClusterView(p.cluster, ())
         self.running: dict[tuple[str, str], Running] = {}
         self.pending: list[Pending] = []
+        self.rechecks = 0
+        self.recheck_armed = False
+        await self.lead(f"cm/{p.cluster}")
+
+    async def on_lead(self) -> None:
+        """A newly led epoch (also after a restart): rebuild from the store."""
+        p = self.params
+        self.view = await ClusterView.fetch(self, p.cluster)
+        self.running = {}
+        self.pending = []
         for row in await self.store(fleet.jobs, p.cluster, fleet.LIVE_JOB_STATES):
             spec = await self.store(queue.spec, row.workload_id)
             job = next((j for j in spec.jobs if j.name == row.job), None) if spec else None
@@ -174,6 +184,10 @@ class ClusterManager(LeaseHolder):
         entry = await self.store(queue.get, msg.workload_id)
         if entry is None or entry.state != "DISPATCHING" or entry.auction_id != msg.auction_id:
             return "the award of this plan no longer stands"
+        # A deposed RMS's plan: its successor has settled (or will) the dispatch.
+        lease = await self.store(leases.get, self.rms)
+        if lease is not None and lease.epoch > msg.rms_epoch:
+            return f"the plan's RMS epoch {msg.rms_epoch} is stale (now {lease.epoch})"
         return ""
 
     def _stale(self, msg: ExecutePlan, victims: set[tuple[str, str]]) -> str:
@@ -381,6 +395,8 @@ class ClusterManager(LeaseHolder):
     # ---- hardware -----------------------------------------------------------------------
     @on(HostDown)
     async def host_down(self, msg: HostDown) -> None:
+        if await self.current_fence() is None:
+            return  # every instance watches; the leader acts (the kernel retells a new one)
         hosts = self.view.hosts_under(msg.node)
         if not hosts:
             return
@@ -391,6 +407,8 @@ class ClusterManager(LeaseHolder):
 
     @on(HostUp)
     async def host_up(self, msg: HostUp) -> None:
+        if await self.current_fence() is None:
+            return
         hosts = self.view.hosts_under(msg.node)
         if hosts:
             await self.store(fleet.set_health, hosts, True)

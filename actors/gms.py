@@ -72,7 +72,7 @@ class GlobalScheduler(LeaseHolder):
     params: GMSParams
 
     async def on_start(self) -> None:
-        await self.lead("gms")
+        self.scan_timer: int | None = None
         self.tenants = {
             t.name: TenantQuota(
                 name=t.name, priority=t.priority, gpu_quota=t.gpu_quota, cpu_quota=t.cpu_quota
@@ -92,7 +92,21 @@ class GlobalScheduler(LeaseHolder):
                     unit = GPUS_PER_MACHINE if kind != "cpu" else 1
                     key = None if kind == "cpu" else kind
                     self.supply.setdefault(key, {})[region] = float(machines * unit)
-        self.set_timer(self.params.first_scan, _Scan())
+        await self.lead("gms")
+
+    async def on_lead(self) -> None:
+        """A new epoch: forget what an earlier leadership knew; scan soon.
+
+        The queue, the awards and the dispatches are in the store; the usage
+        window and the federated bindings start afresh, as after a restart.
+        A follower keeps no scan timer: it starts one when it takes over.
+        """
+        self.usage = ranking.UsageWindow()
+        self.scans = 0
+        self.bound = {}
+        if self.scan_timer is not None:
+            self.cancel_timer(self.scan_timer)
+        self.scan_timer = self.set_timer(self.params.first_scan, _Scan())
 
     @on(Submitted)
     def submitted(self, _: Submitted) -> None:
@@ -101,8 +115,8 @@ class GlobalScheduler(LeaseHolder):
     # ---- the GMS-scan pass ------------------------------------------------------------
     @on(_Scan)
     async def scan(self, _: _Scan) -> None:
-        self.set_timer(self.params.scan_interval, _Scan())
-        if await self.acquire() is None:
+        self.scan_timer = self.set_timer(self.params.scan_interval, _Scan())
+        if await self.take_lead() is None:
             return
         self.scans += 1
         t0 = time.perf_counter()
@@ -114,7 +128,9 @@ class GlobalScheduler(LeaseHolder):
         for region in self.params.regions:
             self.send(f"rms/{region}", ScanStart(scan=self.scans, gms_epoch=epoch))
         for entry_id, priority in ranked:
-            if self.fence is None:
+            # Auctions wait for bids in emulated time: a long queue keeps this
+            # handler busy past the renewal timer, so the lease is renewed here.
+            if await self.renew_if_due() is None:
                 break
             await self._auction(entry_id, priority)
         for region in self.params.regions:

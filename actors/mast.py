@@ -3,8 +3,9 @@
 A scenario selects it with `[system] kind = "mast"`. Everything is a pure
 function of the parameters and the run seed: the world's machines and static
 dynamic clusters, the tenants, the workloads and the tables they read. The
-control plane is one GMS (in the first region), one RMS per region and one CM
-per dynamic cluster, on the regions' control hosts, plus the client.
+control plane is a replicated GMS (instances in the first regions), replicated
+RMSs per region and replicated CMs per dynamic cluster, on the regions'
+control hosts (`[system] replicas`), plus the client.
 """
 
 from __future__ import annotations
@@ -51,6 +52,24 @@ class ManualHomes(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     share: Annotated[float, Meta(ge=0.0, le=1.0)]
 
 
+# An instance count per replicated role: 1 (no follower) to a handful.
+ReplicaCount = Annotated[int, Meta(ge=1, le=7)]
+
+
+class Replicas(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How many instances each replicated role has (one leads, the others follow).
+
+    MAST's numbers by default: 2 GMS instances (in different regions), 2 RMS
+    instances per region, 3 CM instances per dynamic cluster (on different
+    control hosts where the region has enough). 1 gives the unreplicated
+    system, where a crashed leader's role waits for its restart.
+    """
+
+    gms: ReplicaCount = 2
+    rms: ReplicaCount = 2
+    cm: ReplicaCount = 3
+
+
 class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """`[system]` of a MAST scenario (besides `kind = "mast"`)."""
 
@@ -72,6 +91,7 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     checkpoint_cost: Duration = Duration(30_000_000)
     credit: CreditParams = CreditParams()
     lease: LeaseTiming = LeaseTiming()
+    replicas: Replicas = Replicas()
     # The scheduling policy: "mast" (auctions over every region) or "federated"
     # (the §5.6 baseline: early binding to one region). `mastemu compare` varies it.
     # "tetris-v0|v1|v2": MAST with the slow path's Tetris at that version (§5.6).
@@ -140,10 +160,12 @@ class MastSystem:
         world = self.world(params)
         clusters, _ = static_clusters(world, machines(world))
         tetris, migration = self.slow_path(params)
+        n = params.replicas
         return (
-            ["gms/0", "client"]
-            + [f"rms/{r.name}/0" for r in world.regions]
-            + [f"cm/{c.id}/0" for c in clusters]
+            [f"gms/{i}" for i in range(n.gms)]
+            + ["client"]
+            + [f"rms/{r.name}/{i}" for r in world.regions for i in range(n.rms)]
+            + [f"cm/{c.id}/{i}" for c in clusters for i in range(n.cm)]
             + ras_addresses(world, params.ras)
             + (["migration/0"] if migration.enabled else [])
             + (["tetris/0"] if tetris.enabled else [])
@@ -215,50 +237,55 @@ class MastSystem:
         ras = ras_wiring(world, clusters, fleet_machines, params.ras, params.lease)
         regions = [r.name for r in world.regions]
         first = regions[0]
+        n = params.replicas
+        ctl = world.control_hosts
+        gms_params = GMSParams(
+            regions=regions,
+            scan_interval=params.scan_interval,
+            auction_deadline=params.auction_deadline,
+            credit=params.credit,
+            binding="federated" if params.policy == "federated" else "mast",
+            lease=params.lease,
+            on_demand=migration.enabled,
+        )
+        # Instance 0 of each role sits where the unreplicated system puts it; the
+        # others go to the next regions (GMS) or control hosts (RMS, CM).
         actors: list[tuple[str, str, int, Any]] = [
             _actor(
-                "gms/0",
-                f"{first}/ctl0",
+                f"gms/{i}",
+                f"{regions[i % len(regions)]}/ctl{i // len(regions) % ctl}",
                 self.classes["gms"],
-                GMSParams(
-                    regions=regions,
-                    scan_interval=params.scan_interval,
-                    auction_deadline=params.auction_deadline,
-                    credit=params.credit,
-                    binding="federated" if params.policy == "federated" else "mast",
-                    lease=params.lease,
-                    on_demand=migration.enabled,
-                ),
-            ),
-            _actor("client", f"{first}/ctl1", Client, ClientParams(workloads=tuple(workloads))),
+                gms_params,
+            )
+            for i in range(n.gms)
         ]
+        actors.append(
+            _actor("client", f"{first}/ctl1", Client, ClientParams(workloads=tuple(workloads)))
+        )
         for region in regions:
             mine = [c.id for c in clusters if c.region == region]
-            actors.append(
+            rms_params = RMSParams(region=region, clusters=mine, lease=params.lease)
+            actors += [
                 _actor(
-                    f"rms/{region}/0",
-                    f"{region}/ctl0",
-                    self.classes["rms"],
-                    RMSParams(region=region, clusters=mine, lease=params.lease),
+                    f"rms/{region}/{i}", f"{region}/ctl{i % ctl}", self.classes["rms"], rms_params
                 )
-            )
+                for i in range(n.rms)
+            ]
         cms = []
         for c in clusters:
-            address = f"cm/{c.id}/0"
-            cms.append(address)
-            actors.append(
-                _actor(
-                    address,
-                    f"{c.region}/ctl1",
-                    self.classes["cm"],
-                    CMParams(
-                        cluster=c.id,
-                        region=c.region,
-                        checkpoint_cost=params.checkpoint_cost,
-                        lease=params.lease,
-                    ),
-                )
+            cm_params = CMParams(
+                cluster=c.id,
+                region=c.region,
+                checkpoint_cost=params.checkpoint_cost,
+                lease=params.lease,
             )
+            for i in range(n.cm):
+                # Every instance watches the hardware; only the leader acts on it.
+                address = f"cm/{c.id}/{i}"
+                cms.append(address)
+                actors.append(
+                    _actor(address, f"{c.region}/ctl{(1 + i) % ctl}", self.classes["cm"], cm_params)
+                )
 
         roles = ["gms"] + [f"rms/{r}" for r in regions] + [f"cm/{c.id}" for c in clusters]
         if migration.enabled:

@@ -90,12 +90,23 @@ class RegionalScheduler(LeaseHolder):
     params: RMSParams
 
     async def on_start(self) -> None:
-        p = self.params
-        await self.lead(f"rms/{p.region}")
+        self._forget()
+        await self.lead(f"rms/{self.params.region}")
+
+    def _forget(self) -> None:
+        """No leader state: a follower's, and where a newly led epoch starts from."""
         self.cache = ncache.empty()
         self.tentative: dict[int, tuple[AuctionOpen, WorkloadPlan]] = {}
         self.dispatching: dict[int, Dispatch] = {}
         self.live: dict[str, Live] = {}
+        self.views: dict[str, ClusterView] = {}
+        self.ready: set[str] = set()
+        self.gpu_types: set[str] = set()
+        self.has_cpu = False
+
+    async def on_lead(self) -> None:
+        """A new epoch: rebuild from the store and the CMs' records, as after a restart."""
+        self._forget()
         await self._refresh()
         await self._rebuild()
 
@@ -151,7 +162,7 @@ class RegionalScheduler(LeaseHolder):
         """Reload the region's clusters and catalog from the store."""
         p = self.params
         # The new views start from the old ones (what did not change is not rebuilt).
-        old: dict[str, ClusterView] = getattr(self, "views", {})
+        old = self.views
         self.views: dict[str, ClusterView] = {}
         for cluster in p.clusters:
             self.views[cluster] = await ClusterView.fetch(self, cluster, old.get(cluster))
@@ -178,6 +189,8 @@ class RegionalScheduler(LeaseHolder):
     # ---- scans and auctions ------------------------------------------------------------
     @on(ScanStart)
     async def scan_start(self, _: ScanStart) -> None:
+        if not self.leading:
+            return
         if self.cache.lookups:
             self.metric(
                 "negative_cache_hit_rate", ncache.hit_rate(self.cache), region=self.params.region
@@ -199,7 +212,7 @@ class RegionalScheduler(LeaseHolder):
         def abstain(reason: str) -> Abstain:
             return Abstain(auction_id=msg.auction_id, region=region, reason=reason)  # type: ignore[arg-type]
 
-        if self.fence is None:
+        if not self.leading:
             return abstain("busy")
         # Hardware first: a region that could never run the workload is not one
         # that lacks its data (the GMS asks for data movement only for the latter).
@@ -316,7 +329,8 @@ class RegionalScheduler(LeaseHolder):
     @on(_DispatchTimeout)
     def dispatch_timeout(self, msg: _DispatchTimeout) -> None:
         d = self.dispatching.get(msg.auction_id)
-        if d is not None:
+        # A deposed leader's memory is stale: its successor settles the dispatch.
+        if d is not None and self.leading:
             for job_plan in d.plan.jobs:
                 d.results.setdefault(job_plan.job, False)
             self._settle(msg.auction_id, d)

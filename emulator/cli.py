@@ -1,4 +1,4 @@
-"""`mastemu`: list, run, replay, export, check, schema, bench.
+"""`mastemu`: list, run, replay, export, check, schema, bench, sweep, shrink, resume.
 
 Exit codes: 0 ok, 1 an invariant was violated, 2 bad input (the message names
 the file and the key path; never a traceback), 130 interrupted.
@@ -131,6 +131,48 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--json", action="store_true", help="print only the JSON object")
     bench.add_argument("--span", type=_duration, default=None, metavar="T", help="emulated span")
+
+    from emulator.sweep import job_count, seed_range
+
+    sweep = sub.add_parser(
+        "sweep",
+        help="run a scenario over many seeds in parallel",
+        description="Run one scenario once per seed in parallel processes; exit 1 on any "
+        "violation. Databases of failing runs are kept as KEEP_DIR/NAME-SEED.db.",
+    )
+    sweep.add_argument("scenario", metavar="SCENARIO|FILE")
+    sweep.add_argument(
+        "--seeds", type=seed_range, required=True, metavar="A-B", help="inclusive, or one seed N"
+    )
+    sweep.add_argument("--jobs", type=job_count, metavar="N", help="default: CPU count")
+    sweep.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    sweep.add_argument(
+        "--keep-dir", type=Path, default=Path("runs"), help="for failing runs (default: runs)"
+    )
+
+    shrink = sub.add_parser(
+        "shrink",
+        help="minimise the faults of a failing run",
+        description="Remove faults from a failing run's schedule while the violation "
+        "persists; write the smallest scenario that still reproduces it.",
+    )
+    shrink.add_argument("db", type=Path, metavar="RUN.db")
+    shrink.add_argument("--out", type=Path, metavar="FILE", help="default: RUN.min.toml")
+    shrink.add_argument("--invariant", help="the violation to keep (default: the first)")
+    shrink.add_argument(
+        "--runs-max", type=job_count, default=200, metavar="N", help="re-runs at most (200)"
+    )
+    resume = sub.add_parser(
+        "resume",
+        help="continue a killed or interrupted run",
+        description="Continue a run whose process was killed (or interrupted) from its "
+        "last committed event, every actor restarting from the store; a finished run is "
+        "left as it is (exit 0).",
+    )
+    resume.add_argument("db", type=Path, metavar="RUN.db")
+    resume.add_argument("--until", type=_duration, metavar="T", help="stop at emulated time T")
+    resume.add_argument("--speed", type=_speed, help="scaled mode (as for `run`)")
+    resume.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
 
@@ -146,6 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "report": cmd_report,
         "compare": cmd_compare,
         "bench": cmd_bench,
+        "sweep": cmd_sweep,
+        "shrink": cmd_shrink,
+        "resume": cmd_resume,
     }
     try:
         return commands[args.command](args)
@@ -371,6 +416,25 @@ def cmd_bench(args: argparse.Namespace) -> int:
     indent = None if args.json else 2
     print(json.dumps(result, sort_keys=True, indent=indent))
     return EXIT_OK
+
+
+# ---- sweep / shrink (emulator/sweep.py, emulator/shrink.py) -----------------------
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from emulator.sweep import command
+
+    return command(args)
+
+
+def cmd_shrink(args: argparse.Namespace) -> int:
+    from emulator.shrink import command
+
+    return command(args)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from emulator.resume import command
+
+    return command(args)
 
 
 def _reporter_for(db: Path) -> Any:

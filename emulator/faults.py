@@ -3,7 +3,11 @@
 Faults are kernel events. Each one is recorded in the trace as a `fault` event
 with a phase (`start`/`end`), so reports can shade fault windows, and targets
 are resolved when the fault fires: `leader of ROLE` is whoever holds the
-lease at that instant. The nemesis draws a whole schedule up front from the
+lease at that instant, `a follower of ROLE`, `a minority of ROLE`, `all of
+ROLE` and `region NAME` are the instances (or control-plane actors) of that
+instant (see `emulator.scenario.TARGET_FORMS`). A fault on several actors
+records one window per actor; one that resolves to nobody is recorded with
+`actor: None` and does nothing. The nemesis draws a whole schedule up front from the
 `faults` stream (so it is part of the run's determinism), and always ends
 with a final heal: every partition healed, every rule removed, every crashed
 actor restarted, every node back up.
@@ -28,6 +32,9 @@ from emulator.scenario import (
     PauseFault,
     RestartFault,
     UpFault,
+    instance_role,
+    node_of,
+    split_target,
 )
 from emulator.timeunits import MS
 
@@ -44,6 +51,9 @@ class FaultInjector:
         self.kernel = kernel
         self.windows: list[tuple[int, int | None, str]] = []
         self._crashed: set[str] = set()
+        # Which follower, which minority: drawn in firing order, so a seed
+        # always picks the same instances.
+        self._pick = kernel.rng.stream("fault-targets")
 
     def schedule(self, faults: list[Fault]) -> None:
         for index, fault in enumerate(faults):
@@ -52,38 +62,73 @@ class FaultInjector:
     def _trace(self, phase: str, action: str, detail: object) -> None:
         self.kernel.trace_event("fault", "", "", f"{action}.{phase}", detail)
 
-    def _resolve(self, target: str) -> str | None:
-        if target.startswith(LEADER_OF):
-            return self.kernel.leader_of(target[len(LEADER_OF) :])
-        return target
+    def instances(self, role: str) -> list[str]:
+        """The instances of `role`: the actors addressed `ROLE/N`, up or not."""
+        return [a for a in self.kernel.addresses() if instance_role(a) == role]
+
+    def resolve(self, target: str) -> list[str]:
+        """The actors a target names at this instant (none if, e.g., a role has no leader)."""
+        k = self.kernel
+        split = split_target(target)
+        if split is None:
+            return [target]
+        form, name = split
+        if form == "leader":
+            leader = k.leader_of(name)
+            return [leader] if leader is not None else []
+        if form == "region":
+            hosts = set(k.network.topology.control_hosts.get(name, ()))
+            slots = [k.actor(a) for a in k.addresses()]
+            return [s.address for s in slots if s is not None and s.host in hosts]
+        instances = self.instances(name)
+        if form == "all":
+            return instances
+        if form == "follower":
+            leader = k.leader_of(name)
+            followers = [a for a in instances if a != leader and k.is_up(a)]
+            return [self._pick.choice(followers)] if followers else []
+        # A minority: the most instances whose loss a majority of them survives.
+        count = min(len(instances), max(1, (len(instances) - 1) // 2))
+        return sorted(self._pick.sample(instances, count))
 
     def _fire(self, fault: Fault, index: int) -> None:
         k = self.kernel
         now = k.now_us
         net = k.network
         if isinstance(fault, CrashFault):
-            actor = self._resolve(fault.target)
-            self._trace("start", "crash", {"target": fault.target, "actor": actor, "index": index})
-            if actor is None:
-                return
-            if k.crash(actor, f"fault #{index}", fault.restart_after):
-                self._crashed.add(actor)
-            end = now + fault.restart_after if fault.restart_after is not None else None
-            self.windows.append((now, end, f"crash {actor}"))
-            if fault.restart_after is not None:
-                k.at(now + fault.restart_after, self._trace, "end", "crash", {"actor": actor})
+            actors = self.resolve(fault.target)
+            if not actors:
+                skipped = {"target": fault.target, "actor": None, "index": index}
+                self._trace("skipped", "crash", skipped)
+            for actor in actors:
+                detail = {"target": fault.target, "actor": actor, "index": index}
+                self._trace("start", "crash", detail)
+                if k.crash(actor, f"fault #{index}", fault.restart_after):
+                    self._crashed.add(actor)
+                end = now + fault.restart_after if fault.restart_after is not None else None
+                self.windows.append((now, end, f"crash {actor}"))
+                if fault.restart_after is not None:
+                    k.at(now + fault.restart_after, self._trace, "end", "crash", {"actor": actor})
         elif isinstance(fault, RestartFault):
-            actor = self._resolve(fault.target)
-            self._trace("start", "restart", {"target": fault.target, "actor": actor})
-            if actor is not None:
+            actors = self.resolve(fault.target)
+            if not actors:
+                self._trace("skipped", "restart", {"target": fault.target, "actor": None})
+            for actor in actors:
+                # A restart is an instant, not a window: nothing for reports to shade.
+                self._trace("instant", "restart", {"target": fault.target, "actor": actor})
                 self._crashed.discard(actor)
                 k.restart(actor)
         elif isinstance(fault, PauseFault):
-            actor = self._resolve(fault.target)
-            self._trace("start", "pause", {"target": fault.target, "actor": actor})
-            if actor is not None:
+            actors = self.resolve(fault.target)
+            if not actors:
+                self._trace("skipped", "pause", {"target": fault.target, "actor": None})
+            for actor in actors:
+                self._trace("start", "pause", {"target": fault.target, "actor": actor})
                 k.pause(actor, fault.duration)
-                self.windows.append((now, now + fault.duration, f"pause {actor}"))
+                end = now + fault.duration
+                self.windows.append((now, end, f"pause {actor}"))
+                # The end is traced too, so reports close the window they shade.
+                k.at(end, self._trace, "end", "pause", {"actor": actor})
         elif isinstance(fault, PartitionFault):
             end = now + fault.duration if fault.duration is not None else None
             if fault.regions is not None:
@@ -119,13 +164,14 @@ class FaultInjector:
             self.windows.append((now, now + fault.duration, f"{action} {pair or 'all'}"))
             k.at(now + fault.duration, self._end_rule, rule, action)
         elif isinstance(fault, DownFault):
-            k.set_host_state(fault.node, up=False)
+            node = node_of(fault.node)
+            k.set_host_state(node, up=False)
             end = now + fault.duration if fault.duration is not None else None
-            self.windows.append((now, end, f"down {fault.node}"))
+            self.windows.append((now, end, f"down {node}"))
             if end is not None:
-                k.at(end, k.set_host_state, fault.node, True)
+                k.at(end, k.set_host_state, node, True)
         elif isinstance(fault, UpFault):
-            k.set_host_state(fault.node, up=True)
+            k.set_host_state(node_of(fault.node), up=True)
 
     def _heal_pair(self, a: str, b: str) -> None:
         if self.kernel.network.partition(a, b, False, self.kernel.now_us):

@@ -159,6 +159,8 @@ class Kernel:
         self._store_pending: tuple[Slot, StoreCall] | None = None
         self._lease_view = getattr(store, "leases", None)
         self._flow_owner: dict[int, tuple[Slot, int]] = {}
+        # Every node whose up/down state changed during the run (see `replay_hardware`).
+        self._changed_nodes: set[str] = set()
         self._flow_seq = 0
         self._flow_token = 0
 
@@ -185,16 +187,28 @@ class Kernel:
 
     # ------------------------------------------------------------------
     # actors
-    def spawn(self, address: str, host: str, factory: Callable[[], Actor], at_us: int = 0) -> Slot:
-        """Register an actor; it starts at `at_us`. Ids follow spawn order."""
+    def spawn(
+        self,
+        address: str,
+        host: str,
+        factory: Callable[[], Actor],
+        at_us: int = 0,
+        incarnation: int = 0,
+    ) -> Slot:
+        """Register an actor; it starts at `at_us`. Ids follow spawn order.
+
+        `incarnation` > 0 starts it as restarted (`mastemu resume`: it lived
+        and crashed in the process that was killed).
+        """
         if address in self._actors:
             raise EmulatorInternalError(f"duplicate actor address {address!r}")
         if not self.network.has_host(host):
             raise EmulatorInternalError(f"actor {address!r} on unknown host {host!r}")
         slot = Slot(len(self._actors) + 1, address, host, factory)
+        slot.incarnation = incarnation
         self._actors[address] = slot
         self._by_host.setdefault(host, []).append(slot)
-        self.at(at_us, self._start, slot, False)
+        self.at(at_us, self._start, slot, incarnation > 0)
         return slot
 
     def actor(self, address: str) -> Slot | None:
@@ -229,6 +243,8 @@ class Kernel:
             self.now_us, "restart" if restart else "start", "", slot.address, "", slot.incarnation
         )
         self._step(slot, None)
+        if slot.state not in (DOWN, EXITED):
+            self.replay_hardware(slot.address)
 
     def crash(self, address: str, reason: str, restart_after_us: int | None = None) -> bool:
         """Crash an actor at its current kernel command; optionally restart it later."""
@@ -590,6 +606,7 @@ class Kernel:
         changed = self.network.set_node_down(node, not up, self.now_us)
         if not changed:
             return
+        self._changed_nodes.add(node)
         self.tracer.record(self.now_us, "fault", "", node, "up" if up else "down", None)
         for host in sorted(self.network.hosts_under(node)):
             for slot in self._by_host.get(host, ()):
@@ -605,6 +622,34 @@ class Kernel:
             self.post(watcher, HostUp(node) if up else HostDown(node))
 
     hardware_watchers: tuple[str, ...] = ()
+
+    def replay_hardware(self, address: str) -> int:
+        """Tell a hardware watcher the current state of every node that ever changed.
+
+        `set_host_state` tells watchers only of changes, and a watcher that was
+        down (or paused and then crashed, its mailbox lost) at that moment never
+        learns of them. So whenever a watcher starts, and when an instance
+        takes over its role (it ignored the news as a follower), it gets the
+        state again. The rule is the simplest one that is correct whatever the
+        watcher missed: for every node whose state changed at least once in
+        the run, `HostUp` if it is up now, then `HostDown` for every node down
+        now. Downs come after ups, so a host under both a node that came back
+        (a rack) and one still down (its machine) ends down. Watchers handle
+        both idempotently; the cost is bounded by the number of nodes faults
+        ever touched. Returns the number of messages posted.
+        """
+        if address not in self.hardware_watchers or not self._changed_nodes:
+            return 0
+        down = self.network.down
+        ups = sorted(self._changed_nodes - down)
+        for node in ups:
+            self.post(address, HostUp(node))
+        for node in sorted(down):
+            self.post(address, HostDown(node))
+        self.tracer.record(
+            self.now_us, "hardware-replay", "", address, "", {"up": ups, "down": sorted(down)}
+        )
+        return len(ups) + len(down)
 
     # ------------------------------------------------------------------
     # trace helpers

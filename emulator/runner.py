@@ -5,12 +5,19 @@ created, so bad input never leaves a half-made run behind. Once the run has
 started, every exit path (normal end, invariant stop, Ctrl-C, an internal
 error) flushes the buffered trace, writes the run's status and closes the
 connection, so the database always holds the events up to that point.
+
+A process killed outright (SIGKILL, power loss) runs no exit path. So the
+store runs in group-commit mode: the emulated state (queue, fleet, leases…)
+and the trace chunk that records how it got there commit in one transaction,
+about every thousand events. A killed run's database is a consistent cut at
+its last committed event, which `mastemu resume` (`resume.py`) continues.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -26,11 +33,13 @@ from emulator.errors import ScenarioError
 from emulator.faults import FaultInjector, nemesis_schedule
 from emulator.invariants import OnlineChecking, make_checkers
 from emulator.kernel import Kernel, KernelOptions
-from emulator.network import build_network
+from emulator.network import Network, build_network
 from emulator.pacing import Pacer
-from emulator.registry import ACTOR_KINDS, SYSTEMS, System, load_plugins
+from emulator.registry import ACTOR_KINDS, SYSTEMS, System, SystemBuild, load_plugins
 from emulator.rng import RngStreams
-from emulator.scenario import Scenario, WorldSpec, check_references, decode_params
+from emulator.scenario import Fault, Scenario, WorldSpec, check_references, decode_params
+from emulator.timeunits import DurationError, parse_duration_us
+from emulator.topology import Topology
 from emulator.trace import Tracer
 from store import Store
 from store.runs import RunMeta, finish_run, put_run_meta, record_violation
@@ -164,7 +173,7 @@ async def execute(
 ) -> RunResult:
     """Run a planned scenario to its end (or `until_us`) and return the result."""
     scenario = plan.scenario
-    end_us = int(scenario.duration) if until_us is None else min(until_us, int(scenario.duration))
+    end_us = run_end_us(scenario, until_us)
     remove_run_files(out)
     wall0 = time.perf_counter()
     async with Store.open_ctx(out) as store:
@@ -178,25 +187,13 @@ async def execute(
                 mode="virtual" if speed is None else f"scaled x{speed:g}",
             ),
         )
+        # From here on the emulated state and the trace commit together.
+        await store.begin_group()
         tracer = Tracer(TraceWriter(store))
         rng = RngStreams(seed)
         network = build_network(scenario.world.regions, scenario.network, rng)
-        ks = scenario.kernel
-        kernel = Kernel(
-            seed=seed,
-            rng=rng,
-            network=network,
-            tracer=tracer,
-            store=store,
-            options=KernelOptions(
-                yield_every_events=ks.yield_every_events,
-                restart_delay_us=int(ks.restart_delay),
-                restarts_max=ks.restarts_max,
-                mailbox_len_max=ks.mailbox_len_max,
-                stop_on_violation=scenario.invariants.stop_on_violation,
-            ),
-            pacer=Pacer(speed) if speed is not None else None,
-            metrics=MetricWriter(store),
+        kernel = make_kernel(
+            scenario, network, seed=seed, rng=rng, tracer=tracer, store=store, speed=speed
         )
         kernel.progress = progress
         checking = OnlineChecking(kernel, make_checkers(scenario.invariants.enabled))
@@ -204,10 +201,8 @@ async def execute(
         roles = list(plan.roles)
         for address, host, start_us, factory in plan.actors:
             kernel.spawn(address, host, factory, at_us=start_us)
-        if plan.system is not None:
-            build = plan.system.build(
-                plan.system_params, seed, int(scenario.duration), _base_dir(plan.source)
-            )
+        build = build_system(plan, seed)
+        if build is not None:
             await build.setup(
                 store, lambda type_, payload: tracer.record(0, "setup", "", "", type_, payload)
             )
@@ -216,60 +211,186 @@ async def execute(
             kernel.hardware_watchers = build.hardware_watchers
             roles += build.roles
         injector = FaultInjector(kernel)
-        injector.schedule(list(scenario.faults))
-        if scenario.nemesis.enabled:
-            faults, heal_at = nemesis_schedule(
-                scenario.nemesis,
-                rng.stream("faults"),
-                run_us=int(scenario.duration),
-                actors=[a for a, *_ in plan.actors],
-                roles=sorted(set(roles)),
-                regions=network.topology.regions,
-                nodes=sorted(network.topology.machines),
-            )
-            injector.schedule(faults)
-            kernel.at(heal_at, injector.final_heal)
+        faults = fault_schedule(plan, seed, roles, network.topology)
+        injector.schedule(faults.scenario)
+        injector.schedule(faults.nemesis)
+        if faults.heal_at_us is not None:
+            kernel.at(faults.heal_at_us, injector.final_heal)
+        # The setup and its trace are durable before the first event.
+        await tracer.flush()
+        arm_kill_switch(kernel)
         if on_kernel is not None:
             on_kernel(kernel)
-        loop = asyncio.get_running_loop()
+        status, trace_hash = await drive(kernel, checking, end_us, handle_signals)
+    return run_result(plan, seed, out, kernel, status, trace_hash, wall0, injector.windows)
+
+
+def run_end_us(scenario: Scenario, until_us: int | None) -> int:
+    duration = int(scenario.duration)
+    return duration if until_us is None else min(until_us, duration)
+
+
+def make_kernel(
+    scenario: Scenario,
+    network: Network,
+    *,
+    seed: int,
+    rng: RngStreams,
+    tracer: Tracer,
+    store: Store,
+    speed: float | None,
+) -> Kernel:
+    """A kernel with the scenario's options, writing metrics to `store`."""
+    ks = scenario.kernel
+    return Kernel(
+        seed=seed,
+        rng=rng,
+        network=network,
+        tracer=tracer,
+        store=store,
+        options=KernelOptions(
+            yield_every_events=ks.yield_every_events,
+            restart_delay_us=int(ks.restart_delay),
+            restarts_max=ks.restarts_max,
+            mailbox_len_max=ks.mailbox_len_max,
+            stop_on_violation=scenario.invariants.stop_on_violation,
+        ),
+        pacer=Pacer(speed) if speed is not None else None,
+        metrics=MetricWriter(store),
+    )
+
+
+def build_system(plan: Plan, seed: int) -> SystemBuild | None:
+    """The system's actors and setup for this seed (a pure function of both)."""
+    if plan.system is None:
+        return None
+    scenario = plan.scenario
+    return plan.system.build(
+        plan.system_params, seed, int(scenario.duration), _base_dir(plan.source)
+    )
+
+
+@dataclass
+class FaultSchedule:
+    """Every fault a run injects: the scenario's, the nemesis' draw, its final heal.
+
+    Each list is scheduled separately (fault indices in the trace count
+    within their own list).
+    """
+
+    scenario: list[Fault]
+    nemesis: list[Fault]
+    heal_at_us: int | None
+
+
+def fault_schedule(plan: Plan, seed: int, roles: list[str], topology: Topology) -> FaultSchedule:
+    """The run's faults; the nemesis draws from the run seed's `faults` stream."""
+    scenario = plan.scenario
+    if not scenario.nemesis.enabled:
+        return FaultSchedule(list(scenario.faults), [], None)
+    drawn, heal_at = nemesis_schedule(
+        scenario.nemesis,
+        RngStreams(seed).stream("faults"),
+        run_us=int(scenario.duration),
+        actors=[a for a, *_ in plan.actors],
+        roles=sorted(set(roles)),
+        regions=topology.regions,
+        nodes=sorted(topology.machines),
+    )
+    return FaultSchedule(list(scenario.faults), drawn, heal_at)
+
+
+# The testing hook of `mastemu run` and `mastemu resume`: an emulated time at
+# which the process kills itself with SIGKILL (no flush, no cleanup), so tests
+# can kill a run at a chosen point of emulated time instead of by wall clock.
+# It first waits for a trace write already under way (it would land a few
+# milliseconds later anyway), so what the database keeps is the same on
+# every machine: every chunk begun before the kill, nothing buffered after.
+KILL_AT_ENV = "MASTEMU_KILL_AT"
+KILLED = "killed by MASTEMU_KILL_AT"
+
+
+def kill_at_us() -> int | None:
+    """The emulated time of `MASTEMU_KILL_AT` (e.g. `20m`), or None if unset."""
+    text = os.environ.get(KILL_AT_ENV)
+    if not text:
+        return None
+    try:
+        return parse_duration_us(text)
+    except DurationError as error:
+        raise ScenarioError(KILL_AT_ENV, "", f"not a duration: {error}") from None
+
+
+def arm_kill_switch(kernel: Kernel) -> None:
+    """Schedule the SIGKILL of `MASTEMU_KILL_AT`, if it is set and not already past."""
+    t_us = kill_at_us()
+    if t_us is not None and t_us >= kernel.now_us:
+        kernel.at(t_us, kernel.request_stop, KILLED)
+
+
+async def drive(
+    kernel: Kernel, checking: OnlineChecking, end_us: int, handle_signals: bool
+) -> tuple[str, str]:
+    """Run the kernel to `end_us` and persist how it ended; returns (status, trace hash).
+
+    Every exit path flushes the trace and commits the run's last group.
+    """
+    tracer = kernel.tracer
+    loop = asyncio.get_running_loop()
+    if handle_signals:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, kernel.request_stop, "interrupted")
+    status = "failed"
+    try:
+        await kernel.run(end_us)
+        if kernel.stop_reason == KILLED:
+            await tracer.settle()
+            os.kill(os.getpid(), signal.SIGKILL)
+        if kernel.stop_reason == "interrupted":
+            status = "interrupted"
+        else:
+            kernel.stop_all()
+            checking.finish()
+            status = "violated" if kernel.violations else "ok"
+    except asyncio.CancelledError:
+        status = "interrupted"
+        raise
+    finally:
+        tracer.record(kernel.now_us, "run", "", "", "end", status)
+        trace_hash = tracer.hexdigest()
+        await _finish(kernel.store, tracer, kernel, status, trace_hash)
         if handle_signals:
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(signal.SIGINT, kernel.request_stop, "interrupted")
-        status = "failed"
-        try:
-            await kernel.run(end_us)
-            if kernel.stop_reason == "interrupted":
-                status = "interrupted"
-            else:
-                kernel.stop_all()
-                checking.finish()
-                status = "violated" if kernel.violations else "ok"
-        except asyncio.CancelledError:
-            status = "interrupted"
-            raise
-        finally:
-            tracer.record(kernel.now_us, "run", "", "", "end", status)
-            trace_hash = tracer.hexdigest()
-            await _finish(store, tracer, kernel, status, trace_hash)
-            if handle_signals:
-                with contextlib.suppress(NotImplementedError, RuntimeError):
-                    loop.remove_signal_handler(signal.SIGINT)
+                loop.remove_signal_handler(signal.SIGINT)
+    return status, trace_hash
+
+
+def run_result(
+    plan: Plan,
+    seed: int,
+    out: Path,
+    kernel: Kernel,
+    status: str,
+    trace_hash: str,
+    wall0: float,
+    windows: list[tuple[int, int | None, str]],
+) -> RunResult:
     return RunResult(
-        scenario=scenario.name,
+        scenario=plan.scenario.name,
         seed=seed,
         out=out,
         status=status,
         trace_hash=trace_hash,
         end_t_us=kernel.now_us,
         events=kernel.events,
-        trace_events=tracer.seq,
+        trace_events=kernel.tracer.seq,
         deliveries=kernel.deliveries,
         drops=kernel.drops,
         crashes=kernel.crashes,
         wall_s=time.perf_counter() - wall0,
         lag_s_max=kernel.pacer.lag_s_max if kernel.pacer is not None else None,
         violations=list(kernel.violations),
-        fault_windows=list(injector.windows),
+        fault_windows=list(windows),
     )
 
 
@@ -278,6 +399,7 @@ async def _finish(
 ) -> None:
     """Persist what the run produced: buffered trace and metrics, violations, the status."""
     await kernel.flush()
+    await store.end_group()
     for seq, t_us, invariant, message in kernel.violations:
         await record_violation(store, seq, t_us, invariant, message)
     await finish_run(

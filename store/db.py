@@ -15,7 +15,13 @@ What must stay true:
 - `leases` mirrors the `leases` table, never an uncommitted state; it may
   run ahead of the table only by deferred writes (`defer`), which the store
   writes, in order, before its next statement of any kind — so no statement
-  ever sees the difference.
+  ever sees the difference;
+- in group-commit mode (`begin_group`, used by a run), writes accumulate in
+  one open transaction that `commit_group` commits together with the trace
+  chunk describing them: a process killed mid-run leaves a database whose
+  emulated state and trace end at the same event (`transaction()` then nests
+  as a savepoint, and the lease mirror may run ahead of the file by the
+  uncommitted group, which a killed process loses along with the mirror).
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ class Store:
         self.path = path
         self.leases = LeaseView()
         self._in_transaction = False
+        self._group = False
         self._closed = False
         self._deferred: list[tuple[str, tuple[Any, ...]]] = []
 
@@ -146,6 +153,18 @@ class Store:
         self._in_transaction = True
         try:
             await self._write_deferred()
+            if self._group:
+                # Inside the open group: all or nothing as a savepoint; the
+                # group's next commit makes it durable.
+                await self.conn.execute("SAVEPOINT tx")
+                try:
+                    yield self.conn
+                except BaseException:
+                    await self.conn.execute("ROLLBACK TO tx")
+                    await self.conn.execute("RELEASE tx")
+                    raise
+                await self.conn.execute("RELEASE tx")
+                return
             await self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self.conn
@@ -164,6 +183,40 @@ class Store:
     @property
     def in_transaction(self) -> bool:
         return self._in_transaction
+
+    # -- group commit ------------------------------------------------------------
+
+    async def begin_group(self) -> None:
+        """Open a group: later writes commit only at `commit_group`/`end_group`.
+
+        A run uses it so that its emulated state and its trace become durable
+        together (module docstring). Also fewer commits than one per write.
+        """
+        if self._group or self._in_transaction:
+            raise NestedTransactionError(f"{self.path}: begin_group inside a transaction")
+        await self._write_deferred()
+        await self.conn.execute("BEGIN IMMEDIATE")
+        self._group = True
+
+    async def commit_group(self) -> None:
+        """Commit everything written since the group (re)opened, and reopen it."""
+        if not self._group:
+            return
+        await self._write_deferred()
+        await self.conn.execute("COMMIT")
+        await self.conn.execute("BEGIN IMMEDIATE")
+
+    async def end_group(self) -> None:
+        """Commit the group and go back to one commit per write. Idempotent."""
+        if not self._group:
+            return
+        await self._write_deferred()
+        self._group = False
+        await self.conn.execute("COMMIT")
+
+    @property
+    def in_group(self) -> bool:
+        return self._group
 
     def defer(self, sql: str, params: tuple[Any, ...]) -> None:
         """Queue a single-statement write whose outcome the caller already knows.

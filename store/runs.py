@@ -99,6 +99,11 @@ async def record_violation(
     )
 
 
+async def clear_violations(store: Store) -> None:
+    """Forget recorded violations (a resumed run records them all again at its end)."""
+    await store.write("DELETE FROM violations")
+
+
 async def list_violations(store: Store) -> list[Violation]:
     """All recorded violations in the order they were recorded."""
     rows = await store.fetchall(

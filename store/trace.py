@@ -23,11 +23,13 @@ from typing import Any
 
 import msgspec
 
-from store.db import Store
+from store.db import Store, StoreError
 
 MetricTuple = tuple[int, str, str, float]
 
 _DECODER = msgspec.msgpack.Decoder()
+# A chunk as its events' own bytes, undecoded.
+_RAW_RECORDS = msgspec.msgpack.Decoder(list[msgspec.Raw])
 
 
 class TraceRow(msgspec.Struct, array_like=True):
@@ -81,6 +83,9 @@ class TraceWriter:
             "VALUES (?, ?, ?, ?, ?)",
             (first, first + n - 1, t_first, t_last, blob),
         )
+        # In group-commit mode the chunk commits together with the emulated
+        # state it describes (`Store.begin_group`); otherwise a no-op.
+        await self.store.commit_group()
         # Only after the commit, and only what was written: events appended
         # while the flush was in flight stay buffered.
         del self.records[:n]
@@ -136,6 +141,30 @@ async def iter_trace(
         if len(chunks) < batch:
             return
         after = chunks[-1][0]
+
+
+async def iter_trace_records(store: Store, batch: int = 16) -> AsyncIterator[tuple[int, bytes]]:
+    """Yield `(seq, record)` for every stored event: the exact bytes the tracer hashed.
+
+    For continuing a run's trace hash (`mastemu resume`). Raises StoreError
+    if the stored seqs are not consecutive from 1.
+    """
+    after = 0
+    while True:
+        chunks = await store.fetchall(
+            "SELECT first_seq, events FROM trace_chunks WHERE first_seq > ? "
+            "ORDER BY first_seq LIMIT ?",
+            (after, batch),
+        )
+        for first_seq, blob in chunks:
+            if first_seq != after + 1:
+                raise StoreError(f"{store.path}: trace chunk at seq {first_seq} after {after}")
+            records = _RAW_RECORDS.decode(blob)
+            for offset, record in enumerate(records):
+                yield first_seq + offset, bytes(record)
+            after = first_seq + len(records) - 1
+        if len(chunks) < batch:
+            return
 
 
 async def count_trace(store: Store) -> int:

@@ -16,15 +16,21 @@ from tests.test_mast_scenarios import (
     decisions,
     job,
     preemption_story,
-    run,
     scenario,
     states,
     store_events,
     workload,
 )
+from tests.test_mast_scenarios import run as mast_run
 
 LONG = 600 * MIN
 SHORT = 3 * MIN
+
+
+def run(raw: dict[str, Any], tmp_path: Path) -> Any:
+    """These stories are about a role's only instance: no follower takes over."""
+    raw["system"]["replicas"] = {"gms": 1, "rms": 1, "cm": 1}
+    return mast_run(raw, tmp_path)
 
 
 def crash(target: str, at: str, restart_after: str) -> dict[str, Any]:

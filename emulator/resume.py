@@ -1,0 +1,403 @@
+"""`mastemu resume RUN.db`: continue a run whose process died.
+
+What a killed run leaves is a consistent cut: the run executes in the store's
+group-commit mode (`runner.py`), so its emulated state and the trace that led
+to it are durable up to the same event, the last of the last committed chunk,
+at emulated time T. Whatever the process did after that commit is lost, as if
+it never happened.
+
+Resuming treats the kill as a crash of every actor at T followed by a restart:
+
+- the scenario and seed come from the run database; the system is built again
+  (a pure function of both) without its store setup, which the store holds;
+- the trace is read back: its bytes continue the trace hash, its events
+  rebuild the online invariant checkers (as `mastemu check` feeds them) and
+  tell each actor's incarnation, so every actor that was alive restarts at T
+  as *restarted* and rebuilds from the store. Job agents, spawned by their
+  cluster managers, died with the process and are not started again;
+- the network's and the machines' fault state at T is rebuilt by replaying
+  the fault schedule's network and hardware faults up to T with the trace
+  muted (their events are in the stored trace already); faults after T, and
+  the ends of fault windows still open at T, fire as scheduled; actor faults
+  before T need no replay, since every actor restarts at T;
+- random streams are derived from (seed, T), so a resume is deterministic: the
+  same database resumed twice gives the same trace hash;
+- the trace goes on in the same database after a `run`/`resume` event, and the
+  run ends as a normal run does (status, hash, violations over the whole
+  trace). A resumed run can be killed and resumed again.
+
+A run that already ended (`ok` or `violated`) is not resumed: the command says
+so and exits 0, since the run is where `resume` would take it. A run that was
+interrupted (Ctrl-C) or failed continues like a killed one. A database with
+no committed event yet starts the run over from the beginning.
+
+Not modelled yet, on the system's side: a restarted cluster manager does not
+check that its jobs' agents are still alive (it assumes they are, which is
+true after a crash of the CM alone). So jobs that ran at the kill keep their
+machines without running, and a preemption victim among them is released,
+after the CM's stop timeout, without the checkpoint the preemption checker
+expects. `tests/test_resume.py` holds both stories as expected failures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+
+from emulator.errors import ScenarioError
+from emulator.faults import FaultInjector
+from emulator.invariants import Checker, OnlineChecking, make_checkers
+from emulator.kernel import Kernel
+from emulator.network import build_network
+from emulator.pacing import Pacer
+from emulator.rng import RngStreams
+from emulator.runner import (
+    FaultSchedule,
+    Plan,
+    RunResult,
+    arm_kill_switch,
+    build_system,
+    drive,
+    execute,
+    fault_schedule,
+    make_kernel,
+    package_version,
+    plan_run,
+    run_end_us,
+    run_result,
+)
+from emulator.scenario import Fault, decode_scenario
+from emulator.timeunits import format_us
+from emulator.trace import TraceEvent, Tracer
+from store import Store, StoreError
+from store.runs import RunMeta, clear_violations, get_run_meta, put_run_meta
+from store.trace import TraceWriter, iter_trace_records
+
+FINISHED = ("ok", "violated")
+_DECODER = msgspec.msgpack.Decoder()
+
+
+class ResumedStreams(RngStreams):
+    """The run's named streams, seeded from (seed, resume time) instead of the seed.
+
+    The killed process had drawn an unknown number of values from each
+    stream; starting them over from the seed would replay early draws, so
+    the resumed run gets fresh streams that still depend on nothing else.
+    """
+
+    def __init__(self, seed: int, resume_us: int) -> None:
+        super().__init__(seed)
+        self.resume_us = resume_us
+
+    def stream(self, *name: str) -> random.Random:
+        rng = self._streams.get(name)
+        if rng is None:
+            rng = random.Random(f"mastemu:{self.seed}:resume@{self.resume_us}:" + "\x1f".join(name))
+            self._streams[name] = rng
+        return rng
+
+
+class ContinuedTracer(Tracer):
+    """A tracer that continues a stored trace: its seqs and its hash go on."""
+
+    def absorb(self, record: bytes) -> None:
+        """Account for one stored event (its exact bytes) without storing it again."""
+        self.seq += 1
+        self._hash.update(record)
+
+
+@dataclass
+class Prefix:
+    """What the stored trace says about the run up to its last committed event."""
+
+    last_seq: int = 0
+    last_t_us: int = 0
+    # Each actor's incarnation, and whether it was up, at the last event.
+    incarnation: dict[str, int] = field(default_factory=dict)
+    up: set[str] = field(default_factory=set)
+    exited: set[str] = field(default_factory=set)
+    violations: list[tuple[int, int, str, str]] = field(default_factory=list)
+
+    def note(self, event: TraceEvent) -> None:
+        self.last_seq, self.last_t_us = event.seq, event.t_us
+        kind, address = event.kind, event.dst
+        if kind in ("start", "restart"):
+            self.incarnation[address] = int(event.payload)
+            self.up.add(address)
+            self.exited.discard(address)
+        elif kind == "crash":
+            # A traced crash ends an incarnation (`Kernel._crash` counts it up).
+            self.incarnation[address] = self.incarnation.get(address, 0) + 1
+            self.up.discard(address)
+        elif kind == "exit":
+            self.up.discard(address)
+            self.exited.add(address)
+        elif kind == "violation":
+            self.violations.append((event.seq, event.t_us, event.type, str(event.payload)))
+
+    def restart_incarnation(self, address: str) -> int:
+        """The incarnation `address` restarts as: the kill ends the one that was up.
+
+        0 (a first start) for an actor that never started, e.g. one still
+        waiting for its host.
+        """
+        incarnation = self.incarnation.get(address, 0)
+        return incarnation + 1 if address in self.up else incarnation
+
+
+@dataclass(frozen=True)
+class AlreadyFinished:
+    """`resume` of a run that ended: nothing to do."""
+
+    status: str
+    end_t_us: int | None
+
+
+async def _read_prefix(store: Store, tracer: ContinuedTracer, checkers: list[Checker]) -> Prefix:
+    """Read the stored trace once: hash it, note lifecycles, feed the checkers.
+
+    The checkers' verdicts on the prefix are not collected: the killed run
+    recorded them as `violation` events, which are taken as they are.
+    """
+    by_kind: dict[str, list[Checker]] = {}
+    for checker in checkers:
+        for kind in checker.kinds:
+            by_kind.setdefault(kind, []).append(checker)
+    prefix = Prefix()
+    async for seq, record in iter_trace_records(store):
+        tracer.absorb(record)
+        t_us, kind, src, dst, type_, payload = _DECODER.decode(record)
+        event = TraceEvent(seq, t_us, kind, src, dst, type_, payload)
+        prefix.note(event)
+        for checker in by_kind.get(kind, ()):
+            checker.observe(event)
+    return prefix
+
+
+async def _open_run(db: Path) -> tuple[Store, RunMeta]:
+    """Open a run database for resuming; ScenarioError (exit 2) if it is not one."""
+    if db.is_dir():
+        raise ScenarioError(str(db), "", "is a directory, not a run database")
+    if not db.is_file():
+        raise ScenarioError(str(db), "", "no such run database")
+    if db.stat().st_size == 0:
+        raise ScenarioError(str(db), "", "empty file: not a mastemu run database")
+    try:
+        store = await Store.open(db)
+    except StoreError as error:
+        raise ScenarioError(str(db), "", str(error).removeprefix(f"{db}: ")) from None
+    try:
+        meta = await get_run_meta(store)
+    except BaseException:
+        await store.close()
+        raise
+    if meta is None:
+        await store.close()
+        raise ScenarioError(str(db), "", "no run metadata: not a run database")
+    return store, meta
+
+
+def _is_actor_fault(fault: Fault) -> bool:
+    # Actor faults name a target; every actor restarts at the resume point anyway.
+    return hasattr(fault, "target")
+
+
+def _schedule_after(injector: FaultInjector, faults: list[Fault], after_us: int) -> None:
+    """Schedule the faults later than `after_us`, numbered as in the whole list.
+
+    The index is part of a crash fault's trace event, so it must be the one
+    the uninterrupted run would have used (`FaultInjector.schedule` numbers
+    from 0 whatever it is given).
+    """
+    for index, fault in enumerate(faults):
+        if int(fault.at) > after_us:
+            injector.kernel.at(int(fault.at), injector._fire, fault, index)
+
+
+async def _replay_hardware(kernel: Kernel, faults: FaultSchedule, resume_us: int) -> FaultInjector:
+    """Bring the network and the machines to their fault state at `resume_us`.
+
+    The past network and hardware faults fire again, with the trace muted,
+    before any actor exists; the ends of windows still open at `resume_us`
+    stay scheduled, on the returned injector.
+    """
+    real = kernel.tracer
+    kernel.tracer = Tracer(None)
+    past = FaultInjector(kernel)
+    for some in (faults.scenario, faults.nemesis):
+        past.schedule([f for f in some if int(f.at) <= resume_us and not _is_actor_fault(f)])
+    if faults.heal_at_us is not None and faults.heal_at_us <= resume_us:
+        kernel.at(faults.heal_at_us, past.final_heal)
+    await kernel.run(resume_us)
+    kernel.tracer = real
+    kernel.events = 0
+    return past
+
+
+@dataclass
+class Restarted:
+    """The resumed world, ready to run from the resume point."""
+
+    kernel: Kernel
+    checking: OnlineChecking
+    injectors: tuple[FaultInjector, FaultInjector]
+
+    def windows(self) -> list[tuple[int, int | None, str]]:
+        return [w for injector in self.injectors for w in injector.windows]
+
+
+async def read_meta(db: Path) -> RunMeta:
+    """The run metadata of `db`; ScenarioError (exit 2) if it is not a run database."""
+    store, meta = await _open_run(db)
+    await store.close()
+    return meta
+
+
+async def resume(
+    db: Path,
+    *,
+    until_us: int | None = None,
+    speed: float | None = None,
+    progress: Callable[[Kernel], None] | None = None,
+    handle_signals: bool = False,
+    on_kernel: Callable[[Kernel], None] | None = None,
+) -> RunResult | AlreadyFinished:
+    """Continue the run stored in `db` to the scenario's end (or `until_us`)."""
+    store, meta = await _open_run(db)
+    try:
+        if meta.status in FINISHED:
+            return AlreadyFinished(meta.status, meta.end_t_us)
+        source = f"{db} (stored scenario)"
+        plan = plan_run(decode_scenario(meta.scenario_text, source), meta.scenario_text, source)
+        end_us = run_end_us(plan.scenario, until_us)
+        writer = TraceWriter(store)
+        tracer = ContinuedTracer(writer)
+        checkers = make_checkers(plan.scenario.invariants.enabled)
+        prefix = await _read_prefix(store, tracer, checkers)
+        if prefix.last_seq > 0:
+            if end_us < prefix.last_t_us:
+                at = format_us(prefix.last_t_us)
+                raise ScenarioError(str(db), "", f"--until is before the resume point ({at})")
+            writer.first_seq = prefix.last_seq + 1
+            wall0 = time.perf_counter()
+            world = await _restart(store, plan, meta, tracer, checkers, prefix)
+            kernel = world.kernel
+            if speed is not None:
+                kernel.pacer = Pacer(speed, t0_us=prefix.last_t_us)
+            kernel.progress = progress
+            arm_kill_switch(kernel)
+            if on_kernel is not None:
+                on_kernel(kernel)
+            status, trace_hash = await drive(kernel, world.checking, end_us, handle_signals)
+            return run_result(
+                plan, meta.seed, db, kernel, status, trace_hash, wall0, world.windows()
+            )
+    finally:
+        await store.close()
+    # Killed before its first commit: nothing to continue, so the run starts over.
+    return await execute(
+        plan,
+        seed=meta.seed,
+        out=db,
+        speed=speed,
+        until_us=until_us,
+        progress=progress,
+        handle_signals=handle_signals,
+        on_kernel=on_kernel,
+    )
+
+
+async def _restart(
+    store: Store,
+    plan: Plan,
+    meta: RunMeta,
+    tracer: ContinuedTracer,
+    checkers: list[Checker],
+    prefix: Prefix,
+) -> Restarted:
+    """Rebuild the world at the resume point: network, faults, checkers, actors."""
+    scenario = plan.scenario
+    seed = meta.seed
+    resume_us = prefix.last_t_us
+    await put_run_meta(
+        store, msgspec.structs.replace(meta, status="running", version=package_version())
+    )
+    await clear_violations(store)
+    await store.begin_group()
+    rng = ResumedStreams(seed, resume_us)
+    network = build_network(scenario.world.regions, scenario.network, rng)
+    kernel = make_kernel(
+        scenario, network, seed=seed, rng=rng, tracer=tracer, store=store, speed=None
+    )
+    build = build_system(plan, seed)
+    roles = list(plan.roles) + (build.roles if build is not None else [])
+    faults = fault_schedule(plan, seed, roles, network.topology)
+    past = await _replay_hardware(kernel, faults, resume_us)
+    tracer.record(
+        resume_us,
+        "run",
+        "",
+        "",
+        "resume",
+        {"after_seq": prefix.last_seq, "status": meta.status, "seed": seed},
+    )
+    checking = OnlineChecking(kernel, checkers)
+    kernel.violations.extend(prefix.violations)
+    if prefix.violations and scenario.invariants.stop_on_violation:
+        kernel.request_stop(f"invariant {prefix.violations[0][2]} violated")
+    actors = list(plan.actors) + (list(build.actors) if build is not None else [])
+    for address, host, start_us, factory in actors:
+        if start_us > resume_us:
+            kernel.spawn(address, host, factory, at_us=start_us)
+        elif address not in prefix.exited:
+            incarnation = prefix.restart_incarnation(address)
+            kernel.spawn(address, host, factory, at_us=resume_us, incarnation=incarnation)
+    if build is not None:
+        kernel.hardware_watchers = build.hardware_watchers
+    injector = FaultInjector(kernel)
+    _schedule_after(injector, faults.scenario, resume_us)
+    _schedule_after(injector, faults.nemesis, resume_us)
+    if faults.heal_at_us is not None and faults.heal_at_us > resume_us:
+        kernel.at(faults.heal_at_us, injector.final_heal)
+    return Restarted(kernel, checking, (past, injector))
+
+
+# ---- the command -------------------------------------------------------------
+def command(args: argparse.Namespace) -> int:
+    """`mastemu resume RUN.db [--until T] [--speed X]`; exit codes as for `run`."""
+    from emulator.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_VIOLATION, _print_summary, _progress
+
+    db: Path = args.db
+    meta = asyncio.run(read_meta(db))
+    if meta.status in FINISHED:
+        at = format_us(meta.end_t_us) if meta.end_t_us is not None else "its end"
+        print(f"{db}: the run already finished ({meta.status} at {at}); nothing to resume")
+        return EXIT_OK
+    scenario = decode_scenario(meta.scenario_text, f"{db} (stored scenario)")
+    print(f"resuming: {db}  scenario: {meta.scenario_name}  seed: {meta.seed}  ({meta.status})")
+    show = not args.no_progress and sys.stderr.isatty()
+    with _progress(show, run_end_us(scenario, args.until)) as progress:
+        outcome = asyncio.run(
+            resume(
+                db,
+                until_us=args.until,
+                speed=args.speed,
+                progress=progress,
+                handle_signals=True,
+            )
+        )
+    if isinstance(outcome, AlreadyFinished):  # finished between the two reads
+        print(f"{db}: the run already finished ({outcome.status}); nothing to resume")
+        return EXIT_OK
+    _print_summary(outcome, outcome.scenario)
+    if outcome.status == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_VIOLATION if outcome.violations else EXIT_OK
