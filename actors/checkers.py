@@ -89,12 +89,23 @@ class _StoreChecker:
 
 class AllocationChecker(_StoreChecker):
     name = "allocation"
+    kinds = ("store", "setup")
     _routes = {"fleet.start": "on_start", "fleet.release": "on_release"}
 
     def __init__(self) -> None:
+        # GPUs per host from the `machines` setup fact (cluster-policy worlds
+        # have 4-GPU machines); MAST's 8 for a host the facts do not name.
+        self.capacity: dict[str, int] = {}
         self.gpus: dict[str, dict[Key, int]] = {}
         self.cpu: dict[str, Key] = {}
         self.alive: dict[Key, tuple[list[tuple[str, int]], list[str]]] = {}
+
+    def observe(self, event: TraceEvent) -> list[str]:
+        if event.kind == "setup":
+            if event.type == "machines":
+                self.capacity = {h: int(v[2]) for h, v in event.payload.items() if v[2]}
+            return []
+        return super().observe(event)
 
     def on_start(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         if result is None:
@@ -109,9 +120,10 @@ class AllocationChecker(_StoreChecker):
             held = self.gpus.setdefault(host, {})
             held[key] = held.get(key, 0) + n
             total = sum(held.values())
-            if total > GPUS_PER_MACHINE:
+            capacity = self.capacity.get(host, GPUS_PER_MACHINE)
+            if total > capacity:
                 who = ", ".join(f"{w}/{j}" for w, j in sorted(held))
-                out.append(f"{host}: {total} GPUs allocated (of {GPUS_PER_MACHINE}) to {who}")
+                out.append(f"{host}: {total} GPUs allocated (of {capacity}) to {who}")
         for host in cpus:
             other = self.cpu.get(host)
             if other is not None and other != key:

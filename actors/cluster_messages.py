@@ -18,7 +18,6 @@ class Offer(Msg):
     """Scheduler → job agent: will you run on this placement? `job` is the policy's view of you."""
 
     offer_id: int
-    epoch: int
     start: Start
     job: JobView
 

@@ -30,7 +30,7 @@ from actors.cluster_sim import Semantics, SimResult
 from actors.policies.cluster_api import TraceJob
 from store import Store, kv
 from store.runs import get_run_meta, list_violations
-from store.trace import iter_trace
+from store.trace import iter_trace, last_event_us
 
 S = 1_000_000
 
@@ -84,9 +84,7 @@ class ClusterReporter:
                 raise ValueError(f"{db}: no run metadata")
             end_us = meta.end_t_us
             if end_us is None:  # killed: it ends at its last recorded event
-                end_us = 0
-                async for row in iter_trace(store):
-                    end_us = row.t_us
+                end_us = await last_event_us(store)
             result, fact = await cluster_result(store, int(end_us))
             report: dict[str, Any] = {
                 "scenario": meta.scenario_name,

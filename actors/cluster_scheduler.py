@@ -226,7 +226,7 @@ class ClusterScheduler(LeaseHolder):
         if msg.accept:
             await self._dispatch(a)
         else:
-            await self._turned_down(a)
+            self._turned_down(a)
 
     @on(_OfferTimeout)
     async def offer_timeout(self, msg: _OfferTimeout) -> None:
@@ -234,7 +234,7 @@ class ClusterScheduler(LeaseHolder):
             del self.offers[msg.job_id]
             a = self.accounts[msg.job_id]
             if a.state == "offered" and await self._leading():
-                await self._turned_down(a)
+                self._turned_down(a)
 
     @on(PlanResult)
     async def plan_result(self, msg: PlanResult) -> None:
@@ -256,7 +256,7 @@ class ClusterScheduler(LeaseHolder):
             await self._save(a)
             return
         self.decision("cluster.plan-refused", {"job": a.job_id, "why": msg.reason})
-        await self._back_to_queue(a, "DISPATCHING")
+        await self._back_to_queue(a)
 
     @on(_DispatchTimeout)
     async def dispatch_timeout(self, msg: _DispatchTimeout) -> None:
@@ -267,7 +267,7 @@ class ClusterScheduler(LeaseHolder):
             self.send_reliably(
                 self.cm, StopJob(workload_id=a.job_id, job=JOB, reason="aborted", checkpoint=False)
             )
-            await self._back_to_queue(a, "DISPATCHING")
+            await self._back_to_queue(a)
 
     @on(JobEnded)
     async def job_ended(self, msg: JobEnded) -> None:
@@ -433,14 +433,13 @@ class ClusterScheduler(LeaseHolder):
             agent_address(a.job_id),
             Offer(
                 offer_id=self.next_offer,
-                epoch=self.built_epoch or 0,
                 start=start,
                 job=view_of(a, t, self.now_us, ()),
             ),
         )
         self.set_timer(self.params.offer_timeout, _OfferTimeout(a.job_id, self.next_offer))
 
-    async def _turned_down(self, a: JobAccount) -> None:
+    def _turned_down(self, a: JobAccount) -> None:
         a.state, a.placement = "waiting", ()
         self.decision("cluster.offer-declined", {"job": a.job_id})
 
@@ -452,7 +451,7 @@ class ClusterScheduler(LeaseHolder):
         if fence is None or auction is None or not await self.store(
             queue.award, fence, now, a.job_id, auction, p.region
         ):
-            await self._turned_down(a)
+            self._turned_down(a)
             return
         t = self.trace[a.job_id]
         tier = tier_of(a.placement, self.rack_of)
@@ -484,8 +483,11 @@ class ClusterScheduler(LeaseHolder):
         )
         self.set_timer(p.dispatch_timeout, _DispatchTimeout(a.job_id, auction))
 
-    async def _back_to_queue(self, a: JobAccount, state: str) -> None:
-        await self.store(queue.transition, a.job_id, (state,), "PENDING", self.now_us, a.dispatch)
+    async def _back_to_queue(self, a: JobAccount) -> None:
+        """A dispatch that did not start: back to the queue, no preemption."""
+        await self.store(
+            queue.transition, a.job_id, ("DISPATCHING",), "PENDING", self.now_us, a.dispatch
+        )
         close_run(a, self.now_us, a.work_us, preempted=False)
         a.state, a.ready_us = "waiting", self.now_us
         await self._save(a)

@@ -47,7 +47,7 @@ from actors.leadership import LeaseTiming
 from actors.policies.cluster_api import TraceJob
 from actors.policies.cluster_registry import cluster_policy, names
 from emulator.actor import Actor
-from emulator.registry import SystemBuild
+from emulator.registry import SystemBuild, actor_entry
 from emulator.rng import RngStreams
 from emulator.scenario import Duration, RegionSpec
 from store import fleet, queue
@@ -201,13 +201,13 @@ class ClusterSystem:
         scheduler_role = f"rms/{region}"
         workloads = tuple(_workload(t, params) for t in jobs)
         actors = [
-            _actor(
+            actor_entry(
                 "client",
                 f"{region}/ctl1",
                 Client,
                 ClientParams(workloads=workloads, notify=scheduler_role),
             ),
-            _actor(
+            actor_entry(
                 f"rms/{region}/0",
                 f"{region}/ctl0",
                 self.classes["scheduler"],
@@ -228,7 +228,7 @@ class ClusterSystem:
         cms = [f"cm/{cluster}/{i}" for i in range(params.cm_replicas)]
         for i, address in enumerate(cms):
             actors.append(
-                _actor(
+                actor_entry(
                     address,
                     f"{region}/ctl{i % 3}",
                     self.classes["cm"],
@@ -239,7 +239,7 @@ class ClusterSystem:
             )
         for t in jobs:
             actors.append(
-                _actor(
+                actor_entry(
                     agent_address(t.job_id),
                     f"{region}/ctl2",
                     OfferAgent,
@@ -318,7 +318,3 @@ def _workload(t: TraceJob, params: ClusterParams) -> WorkloadSpec:
         submit_at_us=t.submit_us,
         jobs=(job_spec(t, params.gpu_type, int(params.checkpoint_every)),),
     )
-
-
-def _actor(address: str, host: str, cls: type[Actor], params: Any) -> tuple[str, str, int, Any]:
-    return (address, host, 0, lambda: cls(address, params))

@@ -38,7 +38,7 @@ from actors.workload import (
 )
 from actors.world import WorldModel, machines, preset, region_specs, static_clusters
 from emulator.actor import Actor
-from emulator.registry import SystemBuild
+from emulator.registry import SystemBuild, actor_entry
 from emulator.rng import RngStreams
 from emulator.scenario import Duration, RegionSpec
 from store import catalog, fleet, queue
@@ -251,7 +251,7 @@ class MastSystem:
         # Instance 0 of each role sits where the unreplicated system puts it; the
         # others go to the next regions (GMS) or control hosts (RMS, CM).
         actors: list[tuple[str, str, int, Any]] = [
-            _actor(
+            actor_entry(
                 f"gms/{i}",
                 f"{regions[i % len(regions)]}/ctl{i // len(regions) % ctl}",
                 self.classes["gms"],
@@ -260,13 +260,13 @@ class MastSystem:
             for i in range(n.gms)
         ]
         actors.append(
-            _actor("client", f"{first}/ctl1", Client, ClientParams(workloads=tuple(workloads)))
+            actor_entry("client", f"{first}/ctl1", Client, ClientParams(workloads=tuple(workloads)))
         )
         for region in regions:
             mine = [c.id for c in clusters if c.region == region]
             rms_params = RMSParams(region=region, clusters=mine, lease=params.lease)
             actors += [
-                _actor(
+                actor_entry(
                     f"rms/{region}/{i}", f"{region}/ctl{i % ctl}", self.classes["rms"], rms_params
                 )
                 for i in range(n.rms)
@@ -284,14 +284,16 @@ class MastSystem:
                 address = f"cm/{c.id}/{i}"
                 cms.append(address)
                 actors.append(
-                    _actor(address, f"{c.region}/ctl{(1 + i) % ctl}", self.classes["cm"], cm_params)
+                    actor_entry(
+                        address, f"{c.region}/ctl{(1 + i) % ctl}", self.classes["cm"], cm_params
+                    )
                 )
 
         roles = ["gms"] + [f"rms/{r}" for r in regions] + [f"cm/{c.id}" for c in clusters]
         if migration.enabled:
             roles.append("migration")
             actors.append(
-                _actor(
+                actor_entry(
                     "migration/0",
                     f"{first}/ctl2",
                     self.classes["migration"],
@@ -307,7 +309,7 @@ class MastSystem:
             roles.append("tetris")
             known = tetris_inputs(world, warehouse, storage_bytes(world))
             actors.append(
-                _actor(
+                actor_entry(
                     "tetris/0",
                     f"{regions[-1]}/ctl2",
                     Tetris,
@@ -365,9 +367,6 @@ def _record_facts(
     record("machines", {m.host: [m.region, m.gpu_type, m.gpus] for m in fleet_machines})
     record("catalog", {t.name: sorted({t.home_region, *t.replicas}) for t in tables})
 
-
-def _actor(address: str, host: str, cls: type[Actor], params: Any) -> tuple[str, str, int, Any]:
-    return (address, host, 0, lambda: cls(address, params))
 
 
 def _with_missing_tables(

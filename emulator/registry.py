@@ -33,6 +33,13 @@ class SystemBuild:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
+def actor_entry(
+    address: str, host: str, cls: type[Actor], params: Any
+) -> tuple[str, str, int, Callable[[], Actor]]:
+    """One `SystemBuild.actors` entry: `cls(address, params)` on `host`, started at t=0."""
+    return (address, host, 0, lambda: cls(address, params))
+
+
 class System(Protocol):
     """An emulated system a scenario names with `[system] kind = "..."`.
 

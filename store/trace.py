@@ -93,6 +93,12 @@ class TraceWriter:
         self.written += n
 
 
+async def last_event_us(store: Store) -> int:
+    """Time of the last stored event (0 for an empty trace): where a killed run stopped."""
+    row = await store.fetchone("SELECT max(t_last_us) FROM trace_chunks")
+    return int(row[0]) if row and row[0] is not None else 0
+
+
 async def iter_trace(
     store: Store,
     *,

@@ -12,10 +12,9 @@ import asyncio
 import io
 from pathlib import Path
 
-import msgspec
 import pytest
 
-from actors.lease_demo import Ack, LeaseCandidate
+from actors.lease_demo import LeaseCandidate
 from emulator.registry import builtin_scenarios, load_plugins, register_actor
 from emulator.replay import check
 from emulator.runner import RunResult, execute, plan_run
@@ -23,6 +22,7 @@ from emulator.scenario import decode_scenario
 from store import Store, leases
 from store.events import store_event
 from store.leases import Lease
+from tests.broken_lease import UnfencedCandidate
 
 load_plugins()
 LEADER_LEASE = builtin_scenarios()["leader-lease"].read_text()
@@ -73,30 +73,6 @@ actions = ["crash", "pause", "partition", "loss", "duplicate", "delay"]
 
 
 # ---- broken components are caught ------------------------------------------------
-@store_event("lease.effect")
-async def unfenced_effect(
-    store: Store, role: str, holder: str, epoch: int, now_us: int, payload: bytes
-) -> bool:
-    """BROKEN: writes whatever epoch the caller claims (no fencing)."""
-    await store.write(
-        "INSERT INTO lease_effects (role, epoch, holder, t_us, payload) VALUES (?, ?, ?, ?, ?)",
-        (role, epoch, holder, now_us, payload),
-    )
-    return True
-
-
-class UnfencedCandidate(LeaseCandidate):
-    """A candidate whose store layer ignores the fencing epoch."""
-
-    kind = "test-unfenced-candidate"
-
-    async def serve(self, req: object) -> None:  # type: ignore[override]
-        payload = msgspec.msgpack.encode(req.op)  # type: ignore[attr-defined]
-        role, me = self.params.role, self.address
-        ok = await self.store(unfenced_effect, role, me, self.epoch or 1, self.now_us, payload)
-        self.reply(Ack(req.op, self.epoch, ok))  # type: ignore[attr-defined]
-
-
 @store_event("lease.acquire")
 async def greedy_acquire(
     store: Store, role: str, candidate: str, now_us: int, ttl_us: int

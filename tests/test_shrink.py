@@ -12,49 +12,20 @@ from __future__ import annotations
 import asyncio
 import tomllib
 from pathlib import Path
-from typing import Any
 
-import msgspec
 import pytest
 
-from actors.lease_demo import Ack, LeaseCandidate
 from emulator import cli
-from emulator.registry import builtin_scenarios, load_plugins, register_actor
+from emulator.registry import builtin_scenarios, load_plugins
 from emulator.runner import RunResult, execute, plan_run
 from emulator.scenario import decode_scenario, parse_raw
 from emulator.shrink import ddmin, duration_text, fault_raw, materialise, to_toml
 from emulator.timeunits import parse_duration_us
-from store import Store
-from store.events import store_event
+from tests.broken_lease import UnfencedCandidate
 
 load_plugins()
 
 
-@store_event("lease.effect")
-async def unfenced_effect(
-    store: Store, role: str, holder: str, epoch: int, now_us: int, payload: bytes
-) -> bool:
-    """BROKEN: writes whatever epoch the caller claims (no fencing)."""
-    await store.write(
-        "INSERT INTO lease_effects (role, epoch, holder, t_us, payload) VALUES (?, ?, ?, ?, ?)",
-        (role, epoch, holder, now_us, payload),
-    )
-    return True
-
-
-class UnfencedCandidate(LeaseCandidate):
-    """Serves requests with whatever epoch it last believed it had."""
-
-    kind = "test-shrink-unfenced-candidate"
-
-    async def serve(self, req: Any) -> None:  # type: ignore[override]
-        payload = msgspec.msgpack.encode(req.op)
-        role, epoch = self.params.role, self.epoch or 1
-        ok = await self.store(unfenced_effect, role, self.address, epoch, self.now_us, payload)
-        self.reply(Ack(req.op, self.epoch, ok))
-
-
-register_actor(UnfencedCandidate)
 
 # leader-lease compressed into one hour: the leader crashes at 10m, the WAN
 # between the candidates is cut at 20m, the leader freezes at 40m. Two more

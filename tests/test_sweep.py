@@ -11,15 +11,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
-from actors.lease_demo import Ack, LeaseCandidate
 from actors.mast import MastSystem
 from emulator import cli
 from emulator.registry import builtin_scenarios, load_plugins, register_actor, register_system
-from store import Store
-from store.events import store_event
+from tests.broken_lease import UnfencedCandidate
 
 load_plugins()
 
@@ -85,30 +82,6 @@ def test_a_seeds_hash_is_the_one_mastemu_run_prints(
 
 
 # ---- failures are reported, in seed order, with what reproduces them -------------------
-@store_event("lease.effect")
-async def unfenced_effect(
-    store: Store, role: str, holder: str, epoch: int, now_us: int, payload: bytes
-) -> bool:
-    """BROKEN: writes whatever epoch the caller claims (no fencing)."""
-    await store.write(
-        "INSERT INTO lease_effects (role, epoch, holder, t_us, payload) VALUES (?, ?, ?, ?, ?)",
-        (role, epoch, holder, now_us, payload),
-    )
-    return True
-
-
-class UnfencedCandidate(LeaseCandidate):
-    """Serves requests with whatever epoch it last believed it had."""
-
-    kind = "test-sweep-unfenced-candidate"
-
-    async def serve(self, req: Any) -> None:  # type: ignore[override]
-        payload = msgspec.msgpack.encode(req.op)
-        role, epoch = self.params.role, self.epoch or 1
-        ok = await self.store(unfenced_effect, role, self.address, epoch, self.now_us, payload)
-        self.reply(Ack(req.op, self.epoch, ok))
-
-
 def test_violations_are_listed_per_seed_with_the_command_and_kept_database(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
