@@ -20,13 +20,16 @@ training consolidated, active time × (1 − 1/s).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 import msgspec
 
 from actors.cluster_sim import JobResult
 from actors.messages import Pace
 from actors.policies import perf_model
-from actors.policies.cluster_api import JobView, Start, TraceJob
+from actors.policies.cluster_api import ClusterView, JobView, Slot, Start, TraceJob
 from actors.policies.job_pace import run_time_us, work_after
+from store.records import Machine
 
 NAMESPACE = "cluster.jobs"
 LIVE = ("offered", "dispatching", "running")  # hold (or reserve) GPUs the policy sees as taken
@@ -110,6 +113,66 @@ def view_of(a: JobAccount, t: TraceJob, now_us: int, placement: Placement) -> Jo
         mode=t.mode,
         batch_size=perf_model.base_batch_size(t.model) * regime.batch_scale,
         weight=t.weight,
+    )
+
+
+def merged(placement: Placement) -> Placement:
+    """One entry per host, sorted: the form plans and views use."""
+    out: dict[str, int] = {}
+    for host, n in placement:
+        out[host] = out.get(host, 0) + n
+    return tuple(sorted(out.items()))
+
+
+def policy_view(
+    accounts: Mapping[str, JobAccount],
+    trace: Mapping[str, TraceJob],
+    machines: Iterable[tuple[Machine, bool]],
+    now_us: int,
+    gpu_type: str,
+    round_us: int | None,
+    finished: Iterable[JobView] = (),
+) -> ClusterView:
+    """The snapshot a policy decides on; `finished`: the jobs done since the last one.
+
+    Offered, dispatching and running jobs hold their GPUs; a stopping job is
+    shown waiting and its GPUs free (as in the reference engine), unless an
+    offer is held for it, whose GPUs it then holds.
+    """
+    held: dict[str, int] = {}
+    jobs = []
+    for job_id, a in accounts.items():
+        t = trace[job_id]
+        if a.state in LIVE or (a.state == "stopping" and a.deferred is not None):
+            placement = a.placement if a.state in LIVE else merged(a.deferred.placement)
+            for host, n in placement:
+                held[host] = held.get(host, 0) + n
+            jobs.append(view_of(a, t, now_us, placement))
+        elif a.state in ("waiting", "stopping"):
+            jobs.append(view_of(a, t, now_us, ()))
+    slots = tuple(
+        Slot(
+            host=m.host,
+            rack=m.rack,
+            gpus_total=m.gpus,
+            gpus_free=max(0, m.gpus - held.get(m.host, 0)) if healthy else 0,
+            gpu_type=m.gpu_type or gpu_type,
+        )
+        for m, healthy in machines
+    )
+    return ClusterView(
+        now_us=now_us, machines=slots, jobs=tuple(jobs), finished=tuple(finished),
+        round_us=round_us,
+    )
+
+
+def stopping_on(accounts: Mapping[str, JobAccount], placement: Placement) -> list[str]:
+    """The stopping jobs holding any host of `placement` (a plan's victims), sorted."""
+    hosts = {h for h, _ in placement}
+    return sorted(
+        a.job_id
+        for a in accounts.values()
+        if a.state == "stopping" and hosts & {h for h, _ in a.placement}
     )
 
 

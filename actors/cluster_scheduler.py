@@ -31,12 +31,14 @@ from typing import Any
 import msgspec
 
 from actors.cluster_jobs import (
-    LIVE,
     NAMESPACE,
     JobAccount,
     close_run,
+    merged,
     pace_for,
+    policy_view,
     requeue,
+    stopping_on,
     view_of,
 )
 from actors.cluster_messages import Offer, OfferReply
@@ -44,7 +46,7 @@ from actors.cluster_sim import Semantics
 from actors.leadership import LeaseHolder, LeaseTiming
 from actors.messages import EndReason, ExecutePlan, JobEnded, PlanResult, StopJob, Submitted
 from actors.policies import perf_model
-from actors.policies.cluster_api import ClusterView, Decision, Slot, Start, TraceJob
+from actors.policies.cluster_api import ClusterView, Decision, Start, TraceJob
 from actors.policies.cluster_decision import check_decision
 from actors.policies.cluster_placement import tier_of
 from actors.policies.cluster_registry import cluster_policy
@@ -369,28 +371,10 @@ class ClusterScheduler(LeaseHolder):
 
     async def _view(self) -> ClusterView:
         p = self.params
-        now = self.now_us
-        held: dict[str, int] = {}
-        jobs = []
-        for job_id, a in self.accounts.items():
-            t = self.trace[job_id]
-            if a.state in LIVE or (a.state == "stopping" and a.deferred is not None):
-                placement = a.placement if a.state in LIVE else _merged(a.deferred.placement)
-                for host, n in placement:
-                    held[host] = held.get(host, 0) + n
-                jobs.append(view_of(a, t, now, placement))
-            elif a.state in ("waiting", "stopping"):
-                jobs.append(view_of(a, t, now, ()))
-        slots = []
-        for m, healthy in await self.store(fleet.machines, p.cluster):
-            free = m.gpus - held.get(m.host, 0) if healthy else 0
-            slots.append(
-                Slot(host=m.host, rack=m.rack, gpus_total=m.gpus, gpus_free=max(0, free),
-                     gpu_type=m.gpu_type or p.gpu_type)
-            )
-        return ClusterView(
-            now_us=now, machines=tuple(slots), jobs=tuple(jobs),
-            finished=tuple(self.finished), round_us=self.round_us,
+        machines = await self.store(fleet.machines, p.cluster)
+        return policy_view(
+            self.accounts, self.trace, machines, self.now_us, p.gpu_type, self.round_us,
+            self.finished,
         )
 
     def _arm_wake(self, decision: Decision) -> None:
@@ -427,7 +411,7 @@ class ClusterScheduler(LeaseHolder):
     def _offer(self, a: JobAccount, start: Start) -> None:
         t = self.trace[a.job_id]
         self.next_offer += 1
-        a.state, a.placement = "offered", _merged(start.placement)
+        a.state, a.placement = "offered", merged(start.placement)
         self.offers[a.job_id] = self.next_offer
         self.send(
             agent_address(a.job_id),
@@ -459,14 +443,7 @@ class ClusterScheduler(LeaseHolder):
         a.state, a.dispatch = "dispatching", auction
         a.pace = pace_for(t, slowdown, preemption_cost=p.semantics.preemption_cost)
         await self._save(a)
-        hosts = {h for h, _ in a.placement}
-        victims = tuple(
-            sorted(
-                (other.job_id, JOB)
-                for other in self.accounts.values()
-                if other.state == "stopping" and hosts & {h for h, _ in other.placement}
-            )
-        )
+        victims = tuple((job_id, JOB) for job_id in stopping_on(self.accounts, a.placement))
         self.send_reliably(
             self.cm,
             ExecutePlan(
@@ -495,11 +472,3 @@ class ClusterScheduler(LeaseHolder):
 
     async def _save(self, a: JobAccount) -> None:
         await self.store(kv.put, NAMESPACE, a.job_id, a)
-
-
-
-def _merged(placement: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
-    out: dict[str, int] = {}
-    for host, n in placement:
-        out[host] = out.get(host, 0) + n
-    return tuple(sorted(out.items()))

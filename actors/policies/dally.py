@@ -191,9 +191,18 @@ class Dally:
         starts: list[Start] = []
         wakes: list[int] = []
         window_us = int(params.history_window_s * US_PER_S)
+        # Jobs of one GPU demand share their target tier and timers until a start
+        # records a wait: computing them once per demand keeps a decision over
+        # hundreds of waiting jobs linear instead of re-reading the history per job.
+        targets: dict[int, Tier] = {}
+        timers_of: dict[int, Timers] = {}
         for job in waiting:
-            target = _target_tier(job.gpus, view.machines)
-            timers = _timers(job.gpus, target, state, now, params)
+            target = targets.get(job.gpus)
+            if target is None:
+                target = targets[job.gpus] = _target_tier(job.gpus, view.machines)
+            timers = timers_of.get(job.gpus)
+            if timers is None:
+                timers = timers_of[job.gpus] = _timers(job.gpus, target, state, now, params)
             starved = now - job.queued_since_us
             offer = _offer(free, job, timers, starved)
             if offer is None and params.preemption:
@@ -220,6 +229,7 @@ class Dally:
             if offer.tier != "network":
                 sample = WaitSample(tier=offer.tier, gpus=job.gpus, at_us=now, wait_us=starved)
                 state = record_wait(state, sample, window_us, params.history_count_max)
+                timers_of.pop(job.gpus, None)
         decision = Decision(
             preempt=tuple(preempt), start=tuple(starts), wake_at_us=min(wakes, default=None)
         )
