@@ -55,6 +55,7 @@ import numpy as np
 from actors.report_data import slow_path_figures
 from actors.report_plots_slow import slow_path_plots
 from emulator.scenario import parse_raw
+from emulator.trace import fault_key
 from store import Store, fleet, queue
 from store.copies import DAY_US
 from store.queue import QUEUED, STATES
@@ -62,6 +63,9 @@ from store.runs import get_run_meta, list_violations
 from store.trace import TraceRow, iter_trace, read_metrics
 
 US_PER_S = 1_000_000
+
+
+_JSON = msgspec.json.Encoder(order="deterministic")
 
 
 class ReportOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -123,7 +127,8 @@ class _Fold:
     cpus_used: int = 0
     steps: list[tuple[int, int, int]] = field(default_factory=list)  # (t_us, gpus, cpu machines)
     loaded_from_us: int | None = None
-    faults: list[tuple[int, str, str]] = field(default_factory=list)  # (t_us, phase, name)
+    # (t_us, phase, name, target): a window is one target's start and end.
+    faults: list[tuple[int, str, str, str]] = field(default_factory=list)
     # The slow path: Tetris's placement figures as they changed, on-demand bytes per day.
     tetris_states: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     on_demand_bytes: dict[int, int] = field(default_factory=dict)
@@ -257,7 +262,8 @@ class _Fold:
             action, _, phase = row.type.rpartition(".")
         else:  # the kernel's own down/up of a node
             action, phase = f"down {row.dst}", "start" if row.type == "down" else "end"
-        self.faults.append((row.t_us, phase, action))
+        target = _JSON.encode(fault_key(row.payload)).decode()
+        self.faults.append((row.t_us, phase, action, target))
 
 
 _STORE = {
@@ -659,19 +665,22 @@ def _control_plane(metrics: dict[str, list[tuple[int, str, float]]]) -> dict[str
     }
 
 
-def _fault_windows(faults: list[tuple[int, str, str]], end_us: int) -> list[list[Any]]:
-    """Fault windows [start_s, end_s, name]: a start matched with the next end of its action."""
-    open_: dict[str, list[int]] = {}
+def _fault_windows(faults: list[tuple[int, str, str, str]], end_us: int) -> list[list[Any]]:
+    """Fault windows [start_s, end_s, name]: a start matched with the next end of its
+    action on the same target (concurrent crashes of two actors pair up per actor)."""
+    open_: dict[tuple[str, str], list[int]] = {}
     out: list[list[Any]] = []
-    for t_us, phase, action in faults:
+    for t_us, phase, action, target in faults:
+        key = (action, target)
         if phase == "start":
-            open_.setdefault(action, []).append(t_us)
-        elif phase == "end" and open_.get(action):
-            out.append([_s(open_[action].pop(0)), _s(t_us), action])
+            open_.setdefault(key, []).append(t_us)
+        elif phase == "end" and open_.get(key):
+            out.append([_s(open_[key].pop(0)), _s(t_us), action])
         elif action in ("heal", "final-heal"):
-            for name in [a for a in open_ if a.startswith(("partition", "loss", "delay", "dup"))]:
-                out.extend([_s(s), _s(t_us), name] for s in open_.pop(name))
-    for name, starts in open_.items():
+            healed = [k for k in open_ if k[0].startswith(("partition", "loss", "delay", "dup"))]
+            for k in healed:
+                out.extend([_s(s), _s(t_us), k[0]] for s in open_.pop(k))
+    for (name, _), starts in open_.items():
         out.extend([_s(s), _s(end_us), name] for s in starts)
     return sorted(out)
 

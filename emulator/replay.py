@@ -16,7 +16,7 @@ from emulator.errors import ScenarioError
 from emulator.invariants import check_events, make_checkers
 from emulator.scenario import decode_scenario
 from emulator.timeunits import format_us
-from emulator.trace import TraceEvent
+from emulator.trace import TraceEvent, fault_key
 from store import Store, StoreError
 from store.runs import get_run_meta
 from store.trace import iter_trace
@@ -215,7 +215,7 @@ def chrome_events(events: list[TraceEvent]) -> Iterator[dict[str, Any]]:
             else:  # the kernel's own `down`/`up` of a node (named in dst)
                 action, payload = "down", {"node": e.dst}
                 phase = "start" if e.type == "down" else "end"
-            ident = _JSON.encode(_fault_key(payload)).decode()
+            ident = _JSON.encode(fault_key(payload)).decode()
             name = f"{action} {ident}"
             if action in _LINK_RULES:
                 # Loss/duplicate/delay windows are matched by their rule id.
@@ -263,15 +263,6 @@ def chrome_events(events: list[TraceEvent]) -> Iterator[dict[str, Any]]:
 
 
 _LINK_RULES = ("loss", "duplicate", "delay")
-
-
-def _fault_key(payload: Any) -> Any:
-    """What identifies a fault window across its start and end events."""
-    if isinstance(payload, dict):
-        for key in ("regions", "hosts", "actor", "rule", "node"):
-            if key in payload:
-                return payload[key]
-    return payload
 
 
 async def run_meta(db: Path) -> Any:

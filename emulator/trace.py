@@ -46,6 +46,15 @@ def decode(data: bytes) -> Any:
 Observer = Callable[[TraceEvent], None]
 
 
+def fault_key(payload: Any) -> Any:
+    """What identifies a fault window across its start and end events (its target)."""
+    if isinstance(payload, dict):
+        for key in ("regions", "hosts", "actor", "rule", "node"):
+            if key in payload:
+                return payload[key]
+    return payload
+
+
 class Tracer:
     """Hashes every event, buffers rows for the store, feeds online observers.
 
