@@ -14,7 +14,8 @@ data (WAITING_DATA) and, with a migration service, asks for it to be copied.
 from __future__ import annotations
 
 import time
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 
@@ -34,7 +35,9 @@ from actors.messages import (
 )
 from actors.policies import ranking
 from actors.policies.credit import CreditParams
-from actors.policies.federated import BindRequest, bind_all
+from actors.policies.federated import main_hardware
+from actors.policies.mast_api import RoutingView
+from actors.policies.mast_registry import resolve
 from actors.policies.quota import TenantQuota
 from emulator.actor import on
 from emulator.scenario import Duration
@@ -50,10 +53,11 @@ class GMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     auction_deadline: Duration = Duration(2_000_000)
     usage_window: Duration = Duration(86_400_000_000)
     credit: CreditParams = CreditParams()
-    # "mast": late binding, an auction over every region. "federated" (§5.6
-    # baseline): early binding of each workload to the region with the lowest
-    # demand/supply of its hardware type; it then queues and runs there only.
-    binding: Literal["mast", "federated"] = "mast"
+    # The MAST-level policy (actors/policies/mast_registry.py) that routes each
+    # auction: "mast" asks every region, "federated" (§5.6) only the region the
+    # workload was bound to on arrival. Its parameters: validated on start.
+    policy: str = "mast"
+    policy_params: dict[str, Any] = {}
     lease: LeaseTiming = LeaseTiming()
     # On-demand replication: a workload that every region declined for lack of
     # data is reported to the migration service (when the run has one), which
@@ -84,9 +88,11 @@ class GlobalScheduler(LeaseHolder):
         self.sizes: dict[str, tuple[int, int]] = {}  # (GPUs, CPU machines) of each spec
         self.usage = ranking.UsageWindow()
         self.scans = 0
-        self.bound: dict[str, str | None] = {}
+        self.policy, self.policy_params = resolve(self.params.policy, self.params.policy_params)
+        self.routing_state: Any = self.policy.initial_state(self.policy_params)
+        self.targets: Mapping[str, tuple[str, ...]] = {}
         self.supply: dict[str | None, dict[str, float]] = {}
-        if self.params.binding == "federated":
+        if self.policy.reads_supply:
             for region, kinds in (await self.store(fleet.region_hardware)).items():
                 for kind, machines in kinds.items():
                     unit = GPUS_PER_MACHINE if kind != "cpu" else 1
@@ -98,12 +104,13 @@ class GlobalScheduler(LeaseHolder):
         """A new epoch: forget what an earlier leadership knew; scan soon.
 
         The queue, the awards and the dispatches are in the store; the usage
-        window and the federated bindings start afresh, as after a restart.
+        window and the policy's routing state start afresh, as after a restart.
         A follower keeps no scan timer: it starts one when it takes over.
         """
         self.usage = ranking.UsageWindow()
         self.scans = 0
-        self.bound = {}
+        self.routing_state = self.policy.initial_state(self.policy_params)
+        self.targets = {}
         if self.scan_timer is not None:
             self.cancel_timer(self.scan_timer)
         self.scan_timer = self.set_timer(self.params.first_scan, _Scan())
@@ -148,41 +155,29 @@ class GlobalScheduler(LeaseHolder):
         rows, self.usage = scan_pass(
             self.usage, now, queued, active, self.sizes, self.quotas, self.params
         )
-        if self.params.binding == "federated":
-            self._bind(queued, active)
+        self._route(queued, active)
         if self.fence is not None:
             await self.store(
                 queue.rank, self.fence, now, [(wid, p, c, w) for wid, _, p, c, w in rows]
             )
         return [(wid, p) for wid, _, p, _, _ in rows]
 
-    def _bind(self, queued: list[QueueEntry], active: list[QueueEntry]) -> None:
-        """Early binding of newly queued workloads, in arrival order (federated)."""
-        demand: dict[str | None, dict[str, float]] = {}
-
-        def add(spec: WorkloadSpec, region: str | None) -> None:
-            kind, amount = _main_hardware(spec)
-            if region is not None:
-                per = demand.setdefault(kind, {})
-                per[region] = per.get(region, 0.0) + amount
-
-        for entry in active:
-            add(self.specs[entry.id], entry.region)
-        new = []
-        for entry in queued:
-            if entry.id in self.bound:
-                add(self.specs[entry.id], self.bound[entry.id])
-            else:
-                new.append(entry)
-        requests = [
-            BindRequest(workload_id=e.id, gpu_type=kind, amount=amount)
-            for e in sorted(new, key=lambda e: (e.submitted_us, e.id))
-            for kind, amount in [_main_hardware(self.specs[e.id])]
-        ]
-        bindings, _ = bind_all(requests, demand, self.supply)
-        self.bound.update(bindings)
-        for workload_id, region in sorted(bindings.items()):
-            self.decision("federated.bind", {"workload": workload_id, "region": region})
+    def _route(self, queued: list[QueueEntry], active: list[QueueEntry]) -> None:
+        """Ask the policy which regions this pass's auctions go to (all, unless it says)."""
+        view = RoutingView(
+            now_us=self.now_us,
+            regions=tuple(self.params.regions),
+            queued=tuple(queued),
+            active=tuple(active),
+            specs=self.specs,
+            supply=self.supply,
+        )
+        routing, self.routing_state = self.policy.route(
+            view, self.routing_state, self.policy_params
+        )
+        self.targets = routing.targets
+        for type_, payload in routing.notes:
+            self.decision(type_, payload)
 
     async def _auction(self, workload_id: str, priority: int) -> None:
         assert self.fence is not None
@@ -199,10 +194,7 @@ class GlobalScheduler(LeaseHolder):
             jobs=spec.jobs,
             deadline_us=self.now_us + self.params.auction_deadline,
         )
-        regions = self.params.regions
-        if self.params.binding == "federated":
-            bound = self.bound.get(workload_id)
-            regions = [bound] if bound is not None else []
+        regions = self.targets.get(workload_id, self.params.regions)
         replies = await self.gather(
             [(f"rms/{r}", opened) for r in regions], self.params.auction_deadline
         )
@@ -264,7 +256,7 @@ class GlobalScheduler(LeaseHolder):
         service is made again.
         """
         kinds = sorted({j.gpu_type for j in spec.jobs if j.gpus and j.gpu_type})
-        main = _main_hardware(spec)[0]
+        main = main_hardware(spec)[0]
         if main in kinds:  # the main GPU type first: the target is chosen by its supply
             kinds.remove(main)
             kinds.insert(0, main)
@@ -358,12 +350,3 @@ def scan_pass(
         params.credit,
     )
     return rows, usage
-
-
-def _main_hardware(spec: WorkloadSpec) -> tuple[str | None, float]:
-    """A workload's main hardware for binding: its GPU type and GPUs, or CPU machines."""
-    gpu_jobs = [j for j in spec.jobs if j.gpus]
-    if gpu_jobs:
-        main = max(gpu_jobs, key=lambda j: (j.gpus, j.name))
-        return main.gpu_type, float(sum(j.gpus for j in gpu_jobs if j.gpu_type == main.gpu_type))
-    return None, float(spec.cpu_machines)

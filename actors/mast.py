@@ -23,7 +23,9 @@ from actors.cm import ClusterManager, CMParams
 from actors.gms import GlobalScheduler, GMSParams
 from actors.leadership import LeaseTiming
 from actors.migration import MigrationService, MigrationServiceParams, MigrationSettings
+from actors.policies import mast_registry
 from actors.policies.credit import CreditParams
+from actors.policies.mast_api import MastPolicy
 from actors.policies.static_placement import colocate
 from actors.ras import RasSettings, check_settings, ras_addresses, ras_wiring
 from actors.rms import RegionalScheduler, RMSParams
@@ -40,7 +42,7 @@ from actors.world import WorldModel, machines, preset, region_specs, static_clus
 from emulator.actor import Actor
 from emulator.registry import SystemBuild, actor_entry
 from emulator.rng import RngStreams
-from emulator.scenario import Duration, RegionSpec
+from emulator.scenario import Duration, FieldError, RegionSpec
 from store import catalog, fleet, queue
 from store.records import DataTable, Tenant, WorkloadSpec
 
@@ -92,10 +94,14 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     credit: CreditParams = CreditParams()
     lease: LeaseTiming = LeaseTiming()
     replicas: Replicas = Replicas()
-    # The scheduling policy: "mast" (auctions over every region) or "federated"
-    # (the §5.6 baseline: early binding to one region). `mastemu compare` varies it.
-    # "tetris-v0|v1|v2": MAST with the slow path's Tetris at that version (§5.6).
-    policy: Literal["mast", "federated", "tetris-v0", "tetris-v1", "tetris-v2"] = "mast"
+    # The MAST-level policy, by its name in actors/policies/mast_registry.py:
+    # "mast" (auctions over every region), "federated" (the §5.6 baseline: early
+    # binding to one region), "tetris-v0|v1|v2" (MAST with the slow path's Tetris
+    # at that version). `mastemu compare` varies it.
+    policy: str = "mast"
+    # Per policy name, that policy's parameters (its defaults otherwise), so that
+    # `mastemu compare` can run every policy of one file with its own.
+    policy_params: dict[str, dict[str, Any]] = {}
     # "colocated": users placed each workload's tables together in a region with
     # its hardware (static placement, before Tetris); "home-only": every table
     # only in its home region, so multi-table workloads may wait for data.
@@ -120,6 +126,22 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
             raise ValueError(str(error).strip("'\"")) from None
         if self.ras.enabled:
             check_settings(self.ras, self.world_model or preset(self.world))
+        try:
+            mast_registry.mast_policy(self.policy)
+        except KeyError as error:
+            raise FieldError("policy", error.args[0]) from None
+        for name, raw in sorted(self.policy_params.items()):
+            try:
+                mast_registry.resolve(name, raw)
+            except KeyError as error:
+                raise FieldError(f"policy_params.{name}", error.args[0]) from None
+            except mast_registry.PolicyParamsError as error:
+                where = ".".join(p for p in ("policy_params", name, error.key) if p)
+                raise FieldError(where, error.message) from None
+
+    def scheduling_policy(self) -> tuple[MastPolicy, Any]:
+        """The MAST-level policy in force, with its validated parameters."""
+        return mast_registry.resolve(self.policy, self.policy_params.get(self.policy, {}))
 
 
 class MastSystem:
@@ -141,11 +163,12 @@ class MastSystem:
 
     @staticmethod
     def slow_path(params: MastParams) -> tuple[TetrisSettings, MigrationSettings]:
-        """The Tetris and migration settings in force: a `tetris-*` policy turns both on."""
-        tetris, migration = params.tetris, params.migration
-        if params.policy.startswith("tetris-"):
-            policy = msgspec.structs.replace(tetris.policy, version=params.policy)
-            tetris = msgspec.structs.replace(tetris, enabled=True, policy=policy)
+        """The Tetris and migration settings in force (the policy may turn Tetris on).
+
+        Tetris orders its copies from the migration service, so it runs whenever Tetris does.
+        """
+        policy, knobs = params.scheduling_policy()
+        tetris, migration = policy.slow_path(params.tetris, params.migration, knobs)
         if tetris.enabled and not migration.enabled:
             migration = msgspec.structs.replace(migration, enabled=True)
         return tetris, migration
@@ -244,7 +267,8 @@ class MastSystem:
             scan_interval=params.scan_interval,
             auction_deadline=params.auction_deadline,
             credit=params.credit,
-            binding="federated" if params.policy == "federated" else "mast",
+            policy=params.policy,
+            policy_params=params.policy_params.get(params.policy, {}),
             lease=params.lease,
             on_demand=migration.enabled,
         )
@@ -264,7 +288,13 @@ class MastSystem:
         )
         for region in regions:
             mine = [c.id for c in clusters if c.region == region]
-            rms_params = RMSParams(region=region, clusters=mine, lease=params.lease)
+            rms_params = RMSParams(
+                region=region,
+                clusters=mine,
+                lease=params.lease,
+                policy=params.policy,
+                policy_params=params.policy_params.get(params.policy, {}),
+            )
             actors += [
                 actor_entry(
                     f"rms/{region}/{i}", f"{region}/ctl{i % ctl}", self.classes["rms"], rms_params
@@ -366,7 +396,6 @@ def _record_facts(
     record("tenants", {t.name: [t.priority, t.gpu_quota, t.cpu_quota] for t in tenants})
     record("machines", {m.host: [m.region, m.gpu_type, m.gpus] for m in fleet_machines})
     record("catalog", {t.name: sorted({t.home_region, *t.replicas}) for t in tables})
-
 
 
 def _with_missing_tables(

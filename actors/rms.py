@@ -3,7 +3,7 @@
 For an auction it checks, in order: that the region has the hardware
 (else it abstains with `no_hardware`), that every input table has a ready
 replica in the region (`no_data`), the negative cache (`negative_cache`); then it
-searches every dynamic cluster for every job (the placement policy) and bids
+searches every dynamic cluster for every job (the MAST-level policy's `place`) and bids
 the plan's P_score, or abstains `unschedulable`. The plan is kept as a
 tentative reservation until the award or release. On award it applies the
 plan to its view, sends one plan per job to the job's CM, and reports to the
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
@@ -42,7 +43,7 @@ from actors.messages import (
     WorkloadEnded,
 )
 from actors.policies import negative_cache as ncache
-from actors.policies.placement import place_workload
+from actors.policies.mast_registry import resolve
 from actors.policies.snapshot import JobRequest, Unschedulable, WorkloadPlan
 from actors.ras_messages import ClusterChanged
 from emulator.actor import on
@@ -56,6 +57,10 @@ class RMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     clusters: list[str]
     dispatch_timeout: Duration = Duration(900_000_000)
     lease: LeaseTiming = LeaseTiming()
+    # The MAST-level policy (actors/policies/mast_registry.py) whose `place`
+    # makes this region's plans and chooses their victims.
+    policy: str = "mast"
+    policy_params: dict[str, Any] = {}
 
 
 @dataclass
@@ -90,6 +95,7 @@ class RegionalScheduler(LeaseHolder):
     params: RMSParams
 
     async def on_start(self) -> None:
+        self.policy, self.policy_params = resolve(self.params.policy, self.params.policy_params)
         self._forget()
         await self.lead(f"rms/{self.params.region}")
 
@@ -233,12 +239,13 @@ class RegionalScheduler(LeaseHolder):
         snapshots = [self.views[c].snapshot() for c in sorted(self.views)]
         # Wall time of the policy call only goes to metrics: it never steers the run.
         t0 = time.perf_counter()
-        plan = place_workload(snapshots, requests, self.now_us)
+        plan = self.policy.place(snapshots, requests, self.now_us, self.policy_params)
         latency_ms = (time.perf_counter() - t0) * 1000
         if isinstance(plan, Unschedulable):
             self.metric("rms_decision_ms", latency_ms, region=region, preempts=False, placed=False)
             for request, prop in zip(requests, props, strict=True):
-                if isinstance(place_workload(snapshots, [request], self.now_us), Unschedulable):
+                alone = self.policy.place(snapshots, [request], self.now_us, self.policy_params)
+                if isinstance(alone, Unschedulable):
                     self.cache = ncache.record_failure(self.cache, prop)
                     break
             return abstain("unschedulable")

@@ -120,7 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a scenario once per policy (same world, same workload) and compare.",
     )
     compare.add_argument("scenario", metavar="SCENARIO|FILE")
-    compare.add_argument("--policies", required=True, help="comma-separated, e.g. mast,federated")
+    compare.add_argument(
+        "--policies",
+        required=True,
+        help="comma-separated, e.g. mast,federated (an unknown name is answered with the list)",
+    )
     compare.add_argument("--seed", type=_seed, help="override the scenario's seed")
     compare.add_argument("--until", type=_duration, metavar="T", help="stop at emulated time T")
     compare.add_argument("--json", action="store_true", help='print {"runs": [reports]}')

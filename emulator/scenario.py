@@ -378,12 +378,28 @@ def scenario_json_schema() -> dict[str, Any]:
     return schema
 
 
+class FieldError(ValueError):
+    """Raised by a parameters Struct's `__post_init__` about one of its own keys.
+
+    msgspec reports a `__post_init__` error at the Struct itself;
+    `decode_params` adds `key` (a path below the Struct) to the key path.
+    """
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+        self.message = message
+
+
 def decode_params(params_type: type[Any], raw: dict[str, Any], source: str, path: str) -> Any:
     """Validate an actor kind's parameters, naming `actors[i].params.key` on error."""
     try:
         return msgspec.convert(raw, params_type, dec_hook=_dec_hook, strict=True)
     except msgspec.ValidationError as error:
         sub, message = _path_of(error)
+        if isinstance(error.__cause__, FieldError):
+            field = error.__cause__
+            sub, message = ".".join(p for p in (sub, field.key) if p), field.message
         raise ScenarioError(source, f"{path}.{sub}" if sub else path, message) from None
 
 

@@ -6,13 +6,26 @@ queues there even if another region could have run it (or preempted for
 it) sooner. `demand` is what is already bound to or running in a region
 (GPUs of that type, or CPU machines for `gpu_type=None`); `supply` is the
 region's capacity in the same unit.
+
+`FederatedBinding` is the policy as the GMS runs it (`mast_api.MastPolicy`):
+at each scan pass it binds the workloads queued since the last one, in
+arrival order, and routes each queued workload's auction to its region
+only. Its state is the bindings so far.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import msgspec
+
+from actors.policies.mast_api import MastDefaults, Routing, RoutingView
+from actors.policies.mast_registry import register
+from store.records import WorkloadSpec
+
+# Bindings so far: workload -> its region (None: no region has its hardware type).
+Bindings = Mapping[str, str | None]
 
 
 class BindRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -68,3 +81,64 @@ def bind_all(
         if region is not None:
             by_region[region] = by_region.get(region, 0.0) + req.amount
     return bound, after
+
+
+def main_hardware(spec: WorkloadSpec) -> tuple[str | None, float]:
+    """A workload's main hardware: the GPU type of its largest GPU job and the
+    GPUs of that type it asks for, or (None, its CPU machines)."""
+    gpu_jobs = [j for j in spec.jobs if j.gpus]
+    if gpu_jobs:
+        main = max(gpu_jobs, key=lambda j: (j.gpus, j.name))
+        return main.gpu_type, float(sum(j.gpus for j in gpu_jobs if j.gpu_type == main.gpu_type))
+    return None, float(spec.cpu_machines)
+
+
+class FederatedBinding(MastDefaults):
+    """Early binding (§5.6): each workload queues and runs in the region it was bound to."""
+
+    name = "federated"
+    reads_supply = True
+
+    def initial_state(self, params: Any) -> Bindings:
+        del params
+        return {}
+
+    def route(self, view: RoutingView, state: Bindings, params: Any) -> tuple[Routing, Bindings]:
+        del params
+        demand: dict[str | None, dict[str, float]] = {}
+
+        def add(spec: WorkloadSpec, region: str | None) -> None:
+            kind, amount = main_hardware(spec)
+            if region is not None:
+                per = demand.setdefault(kind, {})
+                per[region] = per.get(region, 0.0) + amount
+
+        # Demand is what runs somewhere plus what is already bound and waiting.
+        for entry in view.active:
+            add(view.specs[entry.id], entry.region)
+        new = []
+        for entry in view.queued:
+            if entry.id in state:
+                add(view.specs[entry.id], state[entry.id])
+            else:
+                new.append(entry)
+        requests = [
+            BindRequest(workload_id=e.id, gpu_type=kind, amount=amount)
+            for e in sorted(new, key=lambda e: (e.submitted_us, e.id))
+            for kind, amount in [main_hardware(view.specs[e.id])]
+        ]
+        bindings, _ = bind_all(requests, demand, view.supply)
+        bound = {**state, **bindings}
+        targets: dict[str, tuple[str, ...]] = {}
+        for entry in view.queued:
+            region = bound[entry.id]
+            # No region has its hardware type: no region is asked, and it waits.
+            targets[entry.id] = (region,) if region is not None else ()
+        notes = tuple(
+            ("federated.bind", {"workload": workload_id, "region": region})
+            for workload_id, region in sorted(bindings.items())
+        )
+        return Routing(targets=targets, notes=notes), bound
+
+
+register(FederatedBinding())
