@@ -45,11 +45,12 @@ from actors.cluster_workloads import (
 from actors.cm import ClusterManager, CMParams
 from actors.leadership import LeaseTiming
 from actors.policies.cluster_api import TraceJob
-from actors.policies.cluster_registry import cluster_policy, names
+from actors.policies.cluster_registry import cluster_policy
+from actors.policies.mast_registry import every_policy
 from emulator.actor import Actor
 from emulator.registry import SystemBuild, actor_entry
 from emulator.rng import RngStreams
-from emulator.scenario import Duration, RegionSpec
+from emulator.scenario import Duration, FieldError, RegionSpec
 from store import fleet, queue
 from store.records import DynamicCluster, Machine, Tenant, WorkloadSpec
 
@@ -103,23 +104,28 @@ class ClusterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 
 def policy_params(params: ClusterParams) -> Any:
-    """The policy's validated parameters; ValueError names the key path."""
+    """The policy's validated parameters; FieldError names the key path below `system`."""
     try:
         policy = cluster_policy(params.policy)
     except KeyError:
-        raise ValueError(
-            f"policy: unknown cluster policy {params.policy!r}; known: {', '.join(names())}"
+        families = every_policy()
+        raise FieldError(
+            "policy",
+            f"unknown cluster policy {params.policy!r}; cluster policies: "
+            f"{', '.join(families['cluster'])} (MAST policies, for [system] kind = \"mast\": "
+            f"{', '.join(families['mast'])})",
         ) from None
     raw = params.policy_params.get(params.policy, {})
+    where = f"policy_params.{params.policy}"
     try:
         return msgspec.convert(raw, policy.Params)
     except (msgspec.ValidationError, ValueError) as error:
-        where = f"policy_params.{params.policy}"
         text = str(error)
-        if "`$." in text:  # msgspec's path: `$.field`
-            text = text.replace("`$.", f"`{where}.")
-            raise ValueError(text) from None
-        raise ValueError(f"{where}: {text}") from None
+        # msgspec ends its message with the path: "… - at `$.field`".
+        message, sep, path = text.rpartition(" - at `$.")
+        if sep:
+            raise FieldError(f"{where}.{path.rstrip('`')}", message) from None
+        raise FieldError(where, text) from None
 
 
 def trace_jobs(params: ClusterParams, seed: int, base_dir: Path) -> tuple[TraceJob, ...]:

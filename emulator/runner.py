@@ -37,7 +37,14 @@ from emulator.network import Network, build_network
 from emulator.pacing import Pacer
 from emulator.registry import ACTOR_KINDS, SYSTEMS, System, SystemBuild, load_plugins
 from emulator.rng import RngStreams
-from emulator.scenario import Fault, Scenario, WorldSpec, check_references, decode_params
+from emulator.scenario import (
+    Fault,
+    FieldError,
+    Scenario,
+    WorldSpec,
+    check_references,
+    decode_params,
+)
 from emulator.timeunits import DurationError, parse_duration_us
 from emulator.topology import Topology
 from emulator.trace import Tracer
@@ -135,6 +142,8 @@ def _plan_system(scenario: Scenario, source: str) -> tuple[System | None, Any, S
     params = decode_params(system.Params, raw, source, "system")
     try:
         system.check(params, _base_dir(source))
+    except FieldError as error:
+        raise ScenarioError(source, f"system.{error.key}", error.message) from None
     except ValueError as error:
         raise ScenarioError(source, "system", str(error)) from None
     regions = system.regions(params)

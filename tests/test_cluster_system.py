@@ -180,8 +180,12 @@ def test_a_job_on_a_failed_machine_is_placed_again_by_the_policy(tmp_path: Path)
 @pytest.mark.parametrize(
     ("system", "message"),
     [
-        ({"policy": "tiresias-lass"}, "unknown cluster policy 'tiresias-lass'"),
-        ({"policy_params": {"fifo": {"bogus": 1}}}, "policy_params.fifo"),
+        ({"policy": "tiresias-lass"}, "system.policy: unknown cluster policy 'tiresias-lass'"),
+        ({"policy_params": {"fifo": {"bogus": 1}}}, "system.policy_params.fifo: "),
+        (
+            {"policy": "tiresias-las", "policy_params": {"tiresias-las": {"pack_limit": "x"}}},
+            "system.policy_params.tiresias-las.pack_limit: Expected `float`",
+        ),
         ({"workload": {"trace": {"file": str(DATA / "tiresias_small.csv"),
                                  "format": "tiresias"}}},
          "tiresias_small.csv:4"),
