@@ -19,6 +19,11 @@ is down or between leaders when a job ends would otherwise never learn it,
 and would keep the job's machines (and later preempt a job that no longer
 runs). After its last report the agent lingers, doing nothing, until that
 report is acknowledged.
+
+The agent answers its CM's `AgentProbe` at once in every state, so a CM that
+begins to lead can tell a live agent from one that died unseen: no handler of
+the agent waits in emulated time (the checkpoint a stop saves is a timer,
+`_Saved`, not a sleep), or a probe could go unanswered behind it.
 """
 
 from __future__ import annotations
@@ -27,7 +32,15 @@ from typing import ClassVar
 
 import msgspec
 
-from actors.messages import AgentFinished, AgentRunning, AgentStart, AgentStop, AgentStopped
+from actors.messages import (
+    AgentAlive,
+    AgentFinished,
+    AgentProbe,
+    AgentRunning,
+    AgentStart,
+    AgentStop,
+    AgentStopped,
+)
 from actors.policies.job_pace import run_time_us, work_after
 from emulator.actor import RESEND_US, Actor, on
 from store import fleet
@@ -47,6 +60,12 @@ class _Checkpoint(msgspec.Struct, frozen=True, tag=True):
 
 class _Finish(msgspec.Struct, frozen=True, tag=True):
     """Timer: the remaining work is done."""
+
+
+class _Saved(msgspec.Struct, frozen=True, tag=True):
+    """Timer: the checkpoint a stop order asked for is written (it holds `progress_us`)."""
+
+    progress_us: int
 
 
 class _Leave(msgspec.Struct, frozen=True, tag=True):
@@ -69,10 +88,15 @@ class JobAgent(Actor):
             self.exit()
             return
         p = self.params
-        self.saved_us = p.progress_us
+        self.saved_us = p.progress_us  # the last checkpoint this attempt saved (or started from)
+        # Training runs from `running_since` on, from `start_us` of progress:
+        # what it has done is measured from there, not from the last checkpoint
+        # (that one already holds part of the same run).
         self.running_since: int | None = None
+        self.start_us = p.progress_us
         self.gang_checks = 0
         self.ended = False  # the last report (finished or stopped) is sent
+        self.saving = False  # stopped, saving the checkpoint the stop order asked for
         self.timers: list[int] = [self.set_timer(p.setup_us, _Up())]
 
     def _progress(self) -> int:
@@ -81,15 +105,15 @@ class JobAgent(Actor):
         p = self.params
         elapsed = self.now_us - self.running_since
         if p.pace is None:
-            return min(p.work_us, self.saved_us + elapsed)
-        done = work_after(self.saved_us, elapsed, p.work_us, p.pace.mode, p.pace.slowdown)
+            return min(p.work_us, self.start_us + elapsed)
+        done = work_after(self.start_us, elapsed, p.work_us, p.pace.mode, p.pace.slowdown)
         return int(done)
 
     def _time_to_finish(self) -> int:
         p = self.params
         if p.pace is None:
-            return max(0, p.work_us - self.saved_us)
-        return run_time_us(self.saved_us, p.work_us, p.work_us, p.pace.mode, p.pace.slowdown)
+            return max(0, p.work_us - self.start_us)
+        return run_time_us(self.start_us, p.work_us, p.work_us, p.pace.mode, p.pace.slowdown)
 
     @on(_Up, _GangCheck)
     async def up(self, _: _Up | _GangCheck) -> None:
@@ -132,10 +156,9 @@ class JobAgent(Actor):
         self._last_report(AgentFinished(workload_id=p.workload_id, job=p.job, attempt=p.attempt))
 
     @on(AgentStop)
-    async def stop(self, msg: AgentStop) -> None:
-        if self.ended:
-            return  # already finished or stopped: that report is on its way
-        p = self.params
+    def stop(self, msg: AgentStop) -> None:
+        if self.ended or self.saving:
+            return  # already stopping: the first order's report is on its way
         for timer in self.timers:
             self.cancel_timer(timer)
         progress = self._progress()
@@ -144,9 +167,20 @@ class JobAgent(Actor):
         if msg.checkpoint and was_running:
             # Saved even without progress since the last one: a preempted job's
             # machines are reused only after this checkpoint (invariant 6).
-            await self.sleep(p.checkpoint_cost_us)
-            await self._save(progress)
+            self.saving = True
+            self.timers = [self.set_timer(self.params.checkpoint_cost_us, _Saved(progress))]
+            return
         self._last_report(self._stopped())
+
+    @on(_Saved)
+    async def saved(self, msg: _Saved) -> None:
+        await self._save(msg.progress_us)
+        self._last_report(self._stopped())
+
+    @on(AgentProbe)
+    def probe(self, msg: AgentProbe) -> None:
+        # Alive even once ended: the last report is still being resent to the CM.
+        self.reply(AgentAlive(workload_id=msg.workload_id, job=msg.job, attempt=msg.attempt))
 
     def _stopped(self) -> AgentStopped:
         p = self.params

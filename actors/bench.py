@@ -16,10 +16,12 @@
 - `day`: the whole emulator on the `meta-day` preset for 24 emulated hours
   (run database in a temporary folder); targets 144x compression (a day in
   ten minutes) and a peak RSS within 4 GiB.
+- `chaos-sweep`: the `chaos` scenario over 200 seeds (`--seeds`, `--jobs`),
+  every invariant checked; zero violations expected (exit 1 otherwise).
 
 The small benchmarks report the best of `repeat` runs (steadier than the mean
 on a shared machine). Every benchmark takes its sizes from `options`, so the
-tests can run them small. Importing this module registers the three
+tests can run them small. Importing this module registers them
 (`actors.plugin` does).
 """
 
@@ -465,6 +467,51 @@ def bench_day(options: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# ---- chaos-sweep ---------------------------------------------------------------------
+def bench_chaos_sweep(options: dict[str, Any]) -> dict[str, Any]:
+    """`chaos` (the random nemesis) over `seeds` (default 1-200) in `jobs` processes.
+
+    Zero violations are expected: the JSON counts them and names, per failing
+    seed and invariant, the first message and the command that reproduces
+    it; failing runs' databases are kept in `keep_dir` (default `runs/`).
+    Each failing seed is also printed on stderr as soon as it is known.
+    """
+    import os
+    import sys
+
+    from emulator.sweep import INTERNAL_ERROR, SeedRun, seed_lines, sweep
+
+    seeds: range = _opt(options, "seeds", range(1, 201))
+    jobs = int(_opt(options, "jobs", os.cpu_count() or 1))
+
+    def show(run: SeedRun) -> None:
+        if run.failed:
+            for line in seed_lines(run, f"mastemu run chaos --seed {run.seed}"):
+                print(line, file=sys.stderr)
+
+    result = sweep(
+        "chaos", seeds, jobs=jobs, keep_dir=Path(_opt(options, "keep_dir", "runs")), on_result=show
+    )
+    seed_wall = [r.wall_s for r in result.runs] or [0.0]
+    return {
+        "scenario": "chaos",
+        "seeds": len(result.runs),
+        "seed_range": f"{seeds.start}-{seeds.stop - 1}",
+        "jobs": jobs,
+        "clean": sum(not r.failed for r in result.runs),
+        "violations": result.violations,
+        "internal_errors": sum(r.status == INTERNAL_ERROR for r in result.runs),
+        "failures": result.failures(),
+        "wall_s": round(result.wall_s, 1),
+        "seeds_per_min": round(60 * len(result.runs) / max(result.wall_s, 1e-9), 1),
+        "seed_wall_s": {
+            "mean": round(sum(seed_wall) / len(seed_wall), 2),
+            "max": round(max(seed_wall), 2),
+        },
+    }
+
+
 register_bench("gms", bench_gms)
 register_bench("rms", bench_rms)
 register_bench("day", bench_day)
+register_bench("chaos-sweep", bench_chaos_sweep)

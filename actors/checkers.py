@@ -19,7 +19,8 @@ dispatch decisions from the trace, online during a run and offline in
   stopping job again — unless it finished its work meanwhile (released
   DONE: its last checkpoint holds all of it) or lost a machine it held (a
   hardware failure, seen in the kernel's `fault` events even when no CM was
-  up to record it, or RAS moving the machine away).
+  up to record it, or RAS moving the machine away), or its agent died with
+  the emulator process (an attempt begun before a `resume` event).
 - `colocation` (5): a job starts only in a region holding ready replicas of
   all its input tables, on machines of its GPU type.
 - `quota` (7): a workload ranked within quota fits its tenant's quota on top
@@ -225,7 +226,7 @@ class AuctionChecker(_StoreChecker):
 
 class PreemptionChecker(_StoreChecker):
     name = "preemption"
-    kinds = ("store", "decision", "fault")
+    kinds = ("store", "decision", "fault", "run")
     _routes = {
         "fleet.start": "on_start",
         "fleet.state": "on_state",
@@ -252,10 +253,19 @@ class PreemptionChecker(_StoreChecker):
         # rack, fault domain... last went down (the kernel's hardware faults).
         self.started_us: dict[Key, int] = {}
         self.down_us: dict[str, int] = {}
+        # The trace position of each attempt's start and of the last `resume`:
+        # the killed process took every agent with it, as a failure of every
+        # machine would (positions, not times: a kill and a restart share one).
+        self.started_seq: dict[Key, int] = {}
+        self.resumed_seq = 0
 
     def observe(self, event: TraceEvent) -> list[str]:
         if event.kind == "decision":
             return self._dispatch(event.payload) if event.type == "rms.dispatch" else []
+        if event.kind == "run":
+            if event.type == "resume":
+                self.resumed_seq = event.seq
+            return []
         if event.kind == "fault":
             if event.type == "down":
                 self.down_us[event.dst] = event.t_us
@@ -266,6 +276,8 @@ class PreemptionChecker(_StoreChecker):
         """Whether a machine the job holds failed or left its cluster since it started."""
         hosts = self.hosts.get(key, set())
         if hosts & self.failed_hosts:
+            return True
+        if self.started_seq.get(key, 0) < self.resumed_seq:
             return True
         since = self.started_us.get(key, 0)
         return any(
@@ -287,12 +299,13 @@ class PreemptionChecker(_StoreChecker):
                 self.victims[key] = key in self.saved_for_stop
         return out
 
-    def on_start(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+    def on_start(self, args: list[Any], result: Any, event: TraceEvent) -> list[str]:
         if result is not None:
             key = (args[2], args[3])
             self.priority[key] = args[5]
             self.hosts[key] = {h for h, _n in args[6]} | set(args[7])
             self.started_us[key] = args[1]
+            self.started_seq[key] = event.seq
             self.running.discard(key)
             self.victims.pop(key, None)
             self.checkpointing.discard(key)

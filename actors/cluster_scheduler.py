@@ -267,7 +267,14 @@ class ClusterScheduler(LeaseHolder):
             return
         if await self._leading():
             self.send_reliably(
-                self.cm, StopJob(workload_id=a.job_id, job=JOB, reason="aborted", checkpoint=False)
+                self.cm,
+                StopJob(
+                    workload_id=a.job_id,
+                    job=JOB,
+                    reason="aborted",
+                    checkpoint=False,
+                    rms_epoch=self._epoch(),
+                ),
             )
             await self._back_to_queue(a)
 
@@ -405,6 +412,7 @@ class ClusterScheduler(LeaseHolder):
                 job=JOB,
                 reason="preempted",
                 checkpoint=self.params.semantics.preemption_cost,
+                rms_epoch=self._epoch(),
             ),
         )
 
@@ -469,6 +477,10 @@ class ClusterScheduler(LeaseHolder):
         a.state, a.ready_us = "waiting", self.now_us
         await self._save(a)
         self._kick()
+
+    def _epoch(self) -> int:
+        """The epoch this instance's orders carry (0 if it does not lead: no CM obeys)."""
+        return self.fence.epoch if self.fence is not None else 0
 
     async def _save(self, a: JobAccount) -> None:
         await self.store(kv.put, NAMESPACE, a.job_id, a)

@@ -13,8 +13,25 @@ Crash recovery: the CM rebuilds its jobs from the store. A preemption it
 ordered is recorded there first (the job goes CHECKPOINTING), so a restarted
 CM orders it again and reports the job `preempted` once it has stopped; the
 agents' reports reach whichever incarnation leads (they are resent until
-acknowledged). Plans still waiting for their victims die with the CM: the
-RMS gives up on them after its dispatch timeout.
+acknowledged). A plan that has to wait for its victims is recorded in the
+store too (`kv`, namespace `cm-plans/CLUSTER`) before they are told to stop,
+and dropped once it started or was refused: the CM that leads next takes the
+waiting plans up again (the award must still stand and the machines still
+fit), so the RMS gets its answer as soon as the victims have stopped, not
+after its dispatch timeout.
+
+Agents that died unseen: an agent dies with its first machine, and every
+agent dies with the emulator process (`mastemu resume`). A leading CM hears
+of a failed machine (`HostDown`) and restarts the jobs on it; a CM that was
+down or following then did not, and the kernel's replay of the hardware state
+tells it only of machines still down, not of one that failed and came back
+meanwhile. So a CM that begins to lead (`on_lead`, also after a restart)
+probes the agents of the jobs it rebuilt (`AgentProbe`, sent `probes_max`
+times, `probe_every` apart, against message loss) and treats one that
+answered none like a job on a failed machine: a running job restarts from its
+last checkpoint, a stopping one is released. That costs one message per job
+and probe round, and only at a change of leader: a run without CM failover
+sends none.
 
 RAS changes the cluster's membership (`MembershipChanged`): the CM re-reads
 its machines; a job on a machine that left is treated like one on a failed
@@ -27,7 +44,7 @@ a job of another cluster holds it is in transit: unused, and re-read every
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -35,7 +52,9 @@ from actors.agent import JobAgent
 from actors.cluster_view import ClusterView
 from actors.leadership import LeaseHolder, LeaseTiming
 from actors.messages import (
+    AgentAlive,
     AgentFinished,
+    AgentProbe,
     AgentRunning,
     AgentStart,
     AgentStop,
@@ -54,7 +73,7 @@ from actors.workload import setup_time_us
 from emulator.actor import on
 from emulator.scenario import Duration
 from emulator.sysmsg import HostDown, HostUp
-from store import fleet, leases, queue
+from store import fleet, kv, leases, queue
 from store.queue import Fence
 from store.records import JobSpec
 
@@ -64,6 +83,10 @@ class CMParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     region: str
     checkpoint_cost: Duration = Duration(30_000_000)
     stop_timeout: Duration = Duration(300_000_000)
+    # Probes of the agents by a CM that begins to lead (module docstring): how
+    # often, and how many unanswered ones make an agent dead.
+    probe_every: Duration = Duration(5_000_000)
+    probes_max: Annotated[int, msgspec.Meta(ge=1, le=100)] = 3
     # Machines in transit (see the module docstring): how often, and how many
     # times after a membership change, to re-read the cluster until they are free.
     transit_recheck: Duration = Duration(10_000_000)
@@ -94,11 +117,19 @@ class Pending:
 
     msg: ExecutePlan
     waiting: set[tuple[str, str]] = field(default_factory=set)
+    recorded: bool = False  # in the store (module docstring): drop it there when done
 
 
 class _StopTimeout(msgspec.Struct, frozen=True, tag=True):
     key: tuple[str, str]
     attempt: int
+
+
+class _Probe(msgspec.Struct, frozen=True, tag=True):
+    """Self-timer: probe again the agents that did not answer, or give up on them."""
+
+    round: int
+    sent: int
 
 
 class _TransitRecheck(msgspec.Struct, frozen=True, tag=True):
@@ -119,6 +150,10 @@ class ClusterManager(LeaseHolder):
         self.pending: list[Pending] = []
         self.rechecks = 0
         self.recheck_armed = False
+        # Agents probed by the current round and not heard from: key → attempt.
+        self.unanswered: dict[tuple[str, str], int] = {}
+        self.probe_round = 0
+        self.plans_namespace = f"cm-plans/{p.cluster}"
         await self.lead(f"cm/{p.cluster}")
 
     async def on_lead(self) -> None:
@@ -141,11 +176,64 @@ class ClusterManager(LeaseHolder):
                     # (the agent ignores a second order) and wait for it as before.
                     running.stopping = "preempted"
                     self._order_stop(key, running, checkpoint=True)
+        self._probe_agents()
         # A membership change may have been half handled when this CM went down.
         self.rechecks = 0
         self.recheck_armed = False
         await self._drop_strays()
         self._watch_transit()
+        await self._take_up_plans()
+
+    # ---- agents that died unseen (module docstring) --------------------------------------
+    def _probe_agents(self) -> None:
+        """Begin a probe round over the agents of every job rebuilt from the store."""
+        self.probe_round += 1
+        self.unanswered = {key: job.attempt for key, job in self.running.items()}
+        if self.unanswered:
+            self._send_probes(_Probe(self.probe_round, 0))
+
+    def _send_probes(self, tick: _Probe) -> None:
+        for key in sorted(self.unanswered):
+            job = self.running.get(key)
+            if job is not None:
+                probe = AgentProbe(workload_id=key[0], job=key[1], attempt=job.attempt)
+                self.send(job.agent, probe)
+        self.set_timer(self.params.probe_every, _Probe(tick.round, tick.sent + 1))
+
+    @on(AgentAlive)
+    def alive(self, msg: AgentAlive) -> None:
+        key = (msg.workload_id, msg.job)
+        if self.unanswered.get(key) == msg.attempt:
+            del self.unanswered[key]
+
+    @on(_Probe)
+    async def probe_tick(self, tick: _Probe) -> None:
+        if tick.round != self.probe_round or not self.unanswered or self.fence is None:
+            return  # a later round replaced this one, all answered, or no longer leading
+        # Jobs that ended, or restarted as a new attempt, meanwhile need no answer.
+        for key, attempt in list(self.unanswered.items()):
+            job = self.running.get(key)
+            if job is None or job.attempt != attempt:
+                del self.unanswered[key]
+        if tick.sent < self.params.probes_max:
+            if self.unanswered:
+                self._send_probes(tick)
+            return
+        lost, self.unanswered = sorted(self.unanswered), {}
+        if await self.current_fence() is None:
+            return  # deposed meanwhile: the next leader probes for itself
+        for key in lost:
+            job = self.running.get(key)
+            if job is None:
+                continue
+            self.decision(
+                "cm.agent-lost", {"workload": key[0], "job": key[1], "attempt": job.attempt}
+            )
+            if job.stopping is not None:
+                # Its checkpoint died with it: what it saved before is what remains.
+                await self._release(key, job.stopping, "STOPPED")
+            else:
+                await self._replace(key)
 
     # ---- plans ---------------------------------------------------------------------
     @on(ExecutePlan)
@@ -154,6 +242,8 @@ class ClusterManager(LeaseHolder):
         if await self.current_fence() is None:
             self._result(msg, False, "not the cluster's leader")
             return
+        if any(p.msg == msg for p in self.pending):
+            return  # resent to a CM that took it up from the store: it waits already
         if key in self.running:
             self._result(msg, False, "job already running here")
             return
@@ -168,10 +258,42 @@ class ClusterManager(LeaseHolder):
             )
             self._result(msg, False, problem)
             return
+        plan = Pending(msg, victims, recorded=bool(victims))
+        if plan.recorded:
+            # Before the first stop order: whoever leads next finds what it waits for.
+            await self.store(kv.put, self.plans_namespace, _plan_key(msg), msg)
         for victim in sorted(victims):
             await self._stop(victim, "preempted", checkpoint=True)
-        self.pending.append(Pending(msg, victims))
+        self.pending.append(plan)
         await self._start_ready()
+
+    async def _take_up_plans(self) -> None:
+        """Wait again for the victims of the plans the last leader recorded (module docstring)."""
+        stored = await self.store(kv.items, self.plans_namespace, ExecutePlan)
+        for name, msg in stored:
+            key = (msg.workload_id, msg.job.name)
+            victims = {v for v in msg.victims if v in self.running}
+            if key in self.running:
+                # Started, and answered, by the leader that recorded it.
+                await self.store(kv.delete, self.plans_namespace, name)
+                continue
+            problem = await self._award_gone(msg) or self._stale(msg, victims)
+            if problem:
+                await self.store(kv.delete, self.plans_namespace, name)
+                self.decision("cm.reject", {"workload": key[0], "job": key[1], "why": problem})
+                self._result(msg, False, problem)
+                continue
+            taken = {"workload": key[0], "job": key[1], "auction": msg.auction_id}
+            self.decision("cm.plan-taken-up", {**taken, "victims": len(victims)})
+            for victim in sorted(victims):
+                await self._stop(victim, "preempted", checkpoint=True)
+            self.pending.append(Pending(msg, victims, recorded=True))
+        if stored:
+            await self._start_ready()
+
+    async def _forget_plan(self, plan: Pending) -> None:
+        if plan.recorded:
+            await self.store(kv.delete, self.plans_namespace, _plan_key(plan.msg))
 
     async def _award_gone(self, msg: ExecutePlan) -> str:
         """Why the plan's award no longer stands ('' if it does).
@@ -185,10 +307,23 @@ class ClusterManager(LeaseHolder):
         if entry is None or entry.state != "DISPATCHING" or entry.auction_id != msg.auction_id:
             return "the award of this plan no longer stands"
         # A deposed RMS's plan: its successor has settled (or will) the dispatch.
+        return await self._stale_rms_epoch(msg.rms_epoch, "plan")
+
+    async def _stale_rms_epoch(self, epoch: int, what: str) -> str:
+        """Why a command from RMS epoch `epoch` must have no effect ('' if it may).
+
+        Stale once another instance has led the RMS role since: that one
+        rebuilt from the store and settles what the sender's memory held. The
+        sender itself taking the lease again after a lapse nobody else used
+        keeps its memory (`LeaseHolder.acquire`), and its orders stand.
+        """
         lease = await self.store(leases.get, self.rms)
-        if lease is not None and lease.epoch > msg.rms_epoch:
-            return f"the plan's RMS epoch {msg.rms_epoch} is stale (now {lease.epoch})"
-        return ""
+        if lease is None or lease.epoch <= epoch:
+            return ""
+        grants = await self.store(leases.history, self.rms)
+        if len({g.holder for g in grants if g.epoch >= epoch}) <= 1:
+            return ""
+        return f"the {what}'s RMS epoch {epoch} is stale (now {lease.epoch})"
 
     def _stale(self, msg: ExecutePlan, victims: set[tuple[str, str]]) -> str:
         """Why the plan can no longer run as planned ('' if it can)."""
@@ -223,6 +358,7 @@ class ClusterManager(LeaseHolder):
         for plan in [p for p in self.pending if not p.waiting]:
             self.pending.remove(plan)
             await self._start(plan.msg)
+            await self._forget_plan(plan)
 
     async def _start(self, msg: ExecutePlan) -> None:
         p = self.params
@@ -335,8 +471,13 @@ class ClusterManager(LeaseHolder):
     @on(StopJob)
     async def stop_job(self, msg: StopJob) -> None:
         key = (msg.workload_id, msg.job)
+        stale = await self._stale_rms_epoch(msg.rms_epoch, "stop order")
+        if stale:
+            self.decision("cm.ignore", {"workload": key[0], "job": key[1], "why": stale})
+            return
         for plan in [p for p in self.pending if (p.msg.workload_id, p.msg.job.name) == key]:
             self.pending.remove(plan)
+            await self._forget_plan(plan)
             self.send_reliably(
                 self.rms,
                 JobEnded(
@@ -554,3 +695,8 @@ class ClusterManager(LeaseHolder):
 
 def _agent(workload_id: str, job: str, attempt: int) -> str:
     return f"agent/{workload_id}/{job}/{attempt}"
+
+
+def _plan_key(msg: ExecutePlan) -> str:
+    # Zero-padded: a new leader takes plans up in the order they were awarded.
+    return f"{msg.auction_id:012d}/{msg.workload_id}/{msg.job.name}"

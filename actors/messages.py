@@ -162,12 +162,18 @@ class PlanResult(Msg):
 
 
 class StopJob(Msg):
-    """RMS → CM: stop a job (gang rollback, or its workload was preempted elsewhere)."""
+    """RMS → CM: stop a job (gang rollback, or its workload was preempted elsewhere).
+
+    The CM ignores an order whose `rms_epoch` is older than the RMS role's
+    current lease: a deposed RMS's memory is stale (the job may run again for
+    a later dispatch), and its successor stops what still has to stop.
+    """
 
     workload_id: str
     job: str
     reason: EndReason
     checkpoint: bool
+    rms_epoch: int
 
 
 class JobEnded(Msg):
@@ -199,6 +205,28 @@ class AgentStop(Msg):
     """CM → agent: stop now; save a checkpoint first when `checkpoint` is set."""
 
     checkpoint: bool
+
+
+class AgentProbe(Msg):
+    """CM → agent: does this attempt still run? Sent by a CM that begins to lead.
+
+    Agents die with their first machine, and all at once with the emulator
+    process (`mastemu resume`); a CM that was down or following then heard
+    nothing of it. A live agent answers `AgentAlive` at once, whatever it is
+    doing; one that does not answer any of the CM's probes is taken for dead.
+    """
+
+    workload_id: str
+    job: str
+    attempt: int
+
+
+class AgentAlive(Msg):
+    """Agent → the probing CM instance: the answer to `AgentProbe`."""
+
+    workload_id: str
+    job: str
+    attempt: int
 
 
 class AgentRunning(Msg):

@@ -7,7 +7,14 @@ from pathlib import Path
 import scenarios
 
 # Imported for what they register: invariant checkers and benchmarks.
-from actors import bench, bench_tetris, checkers, data_checkers  # noqa: F401
+from actors import (  # noqa: F401
+    bench,
+    bench_tetris,
+    checkers,
+    data_checkers,
+    liveness,
+    progress_checker,
+)
 from actors.cluster_report import ClusterReporter
 from actors.cluster_system import ClusterSystem
 from actors.lease_demo import LeaseCandidate, LeaseClient

@@ -148,6 +148,14 @@ class RegionalScheduler(LeaseHolder):
                     self.live[entry.id] = Live(entry.auction_id, live, ending="aborted")
                     for job, cluster in sorted(live.items()):
                         self._stop(entry.id, job, cluster, "aborted", checkpoint=False)
+            elif live and any(state == "STOPPED" for _, state in jobs.values()):
+                # A job of the running gang ended unseen, or its end was heard by a
+                # leader whose stop orders for the rest died with it (or are now
+                # stale): stop the rest. Why it ended is not in the store; saving
+                # the others' progress costs a checkpoint and loses nothing.
+                self.live[entry.id] = Live(entry.auction_id, live, ending="failed")
+                for job, cluster in sorted(live.items()):
+                    self._stop(entry.id, job, cluster, "failed", checkpoint=True)
             elif live:
                 self.live[entry.id] = Live(entry.auction_id, live)
             elif entry.state == "DISPATCHING":
@@ -378,9 +386,17 @@ class RegionalScheduler(LeaseHolder):
     def _stop(
         self, workload_id: str, job: str, cluster: str, reason: EndReason, *, checkpoint: bool
     ) -> None:
+        # Epoch 0 from an instance that does not lead: no CM acts on it.
+        epoch = self.fence.epoch if self.fence is not None else 0
         self.send_reliably(
             f"cm/{cluster}",
-            StopJob(workload_id=workload_id, job=job, reason=reason, checkpoint=checkpoint),
+            StopJob(
+                workload_id=workload_id,
+                job=job,
+                reason=reason,
+                checkpoint=checkpoint,
+                rms_epoch=epoch,
+            ),
         )
 
     # ---- running workloads -----------------------------------------------------------------

@@ -238,7 +238,11 @@ class Actor:
         await Sleep(delay_us)
 
     async def store(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-        """Run a store repository function `fn(store, *args)` with time frozen."""
+        """Run a store repository function `fn(store, *args)` with time frozen.
+
+        Under a `slow-store` fault the call still takes effect at once, but
+        the answer comes back only after the fault's latency.
+        """
         return await StoreCall(fn, args)
 
     def set_timer(self, delay_us: int, msg: Any) -> int:

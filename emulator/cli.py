@@ -135,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--json", action="store_true", help="print only the JSON object")
     bench.add_argument("--span", type=_duration, default=None, metavar="T", help="emulated span")
+    from emulator.sweep import job_count, seed_range
+
+    bench.add_argument(
+        "--seeds", type=seed_range, metavar="A-B", help="seeds of a sweep (chaos-sweep: 1-200)"
+    )
+    bench.add_argument("--jobs", type=job_count, metavar="N", help="worker processes of a sweep")
 
     from emulator.sweep import job_count, seed_range
 
@@ -413,13 +419,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         result = bench_kernel(span_us=args.span)
     elif args.target in BENCHES:
-        result = BENCHES[args.target]({"span_us": args.span})
+        result = BENCHES[args.target](
+            {"span_us": args.span, "seeds": args.seeds, "jobs": args.jobs}
+        )
     else:
         known = ", ".join(["kernel", *sorted(BENCHES)])
         raise BadInput(f"unknown benchmark {args.target!r} (known: {known})")
     indent = None if args.json else 2
     print(json.dumps(result, sort_keys=True, indent=indent))
-    return EXIT_OK
+    # A benchmark that checks invariants (chaos-sweep) fails like `sweep` does.
+    return EXIT_VIOLATION if result.get("violations") else EXIT_OK
 
 
 # ---- sweep / shrink (emulator/sweep.py, emulator/shrink.py) -----------------------

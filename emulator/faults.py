@@ -10,7 +10,13 @@ records one window per actor; one that resolves to nobody is recorded with
 `actor: None` and does nothing. The nemesis draws a whole schedule up front from the
 `faults` stream (so it is part of the run's determinism), and always ends
 with a final heal: every partition healed, every rule removed, every crashed
-actor restarted, every node back up.
+actor restarted, every node back up, every slow store fast again.
+
+A slow store (`slow-store`) is per actor: the targets are resolved when the
+fault fires and stay slowed for its whole window, whatever role they hold
+meanwhile and across their restarts (think: a slow disk or store client on
+their host). Overlapping windows on one actor slow it by the largest latency
+of those open.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from emulator.scenario import (
     PartitionFault,
     PauseFault,
     RestartFault,
+    SlowStoreFault,
     UpFault,
     instance_role,
     node_of,
@@ -51,6 +58,9 @@ class FaultInjector:
         self.kernel = kernel
         self.windows: list[tuple[int, int | None, str]] = []
         self._crashed: set[str] = set()
+        # Open slow-store windows: actor → {window id: latency µs}.
+        self._slow: dict[str, dict[int, int]] = {}
+        self._slow_seq = 0
         # Which follower, which minority: drawn in firing order, so a seed
         # always picks the same instances.
         self._pick = kernel.rng.stream("fault-targets")
@@ -172,6 +182,34 @@ class FaultInjector:
                 k.at(end, k.set_host_state, node, True)
         elif isinstance(fault, UpFault):
             k.set_host_state(node_of(fault.node), up=True)
+        elif isinstance(fault, SlowStoreFault):
+            actors = self.resolve(fault.target)
+            if not actors:
+                self._trace("skipped", "slow-store", {"target": fault.target, "actor": None})
+            end = now + fault.duration
+            for actor in actors:
+                self._slow_seq += 1
+                window = self._slow_seq
+                self._slow.setdefault(actor, {})[window] = int(fault.latency)
+                self._apply_slow(actor)
+                detail = {"target": fault.target, "actor": actor, "latency_us": int(fault.latency)}
+                self._trace("start", "slow-store", detail)
+                self.windows.append((now, end, f"slow-store {actor}"))
+                k.at(end, self._end_slow, actor, window)
+
+    def _apply_slow(self, actor: str) -> None:
+        latencies = self._slow.get(actor)
+        if latencies:
+            self.kernel.store_latency_us[actor] = max(latencies.values())
+        else:
+            self._slow.pop(actor, None)
+            self.kernel.store_latency_us.pop(actor, None)
+
+    def _end_slow(self, actor: str, window: int) -> None:
+        if self._slow.get(actor, {}).pop(window, None) is None:
+            return  # a final heal ended it already
+        self._apply_slow(actor)
+        self._trace("end", "slow-store", {"actor": actor})
 
     def _heal_pair(self, a: str, b: str) -> None:
         if self.kernel.network.partition(a, b, False, self.kernel.now_us):
@@ -202,6 +240,11 @@ class FaultInjector:
         for actor in sorted(self._crashed):
             k.restart(actor)
         self._crashed.clear()
+        for actor in sorted(self._slow):
+            for _ in self._slow[actor]:
+                self._trace("end", "slow-store", {"actor": actor})
+            self._slow[actor] = {}
+            self._apply_slow(actor)
         self._trace("end", "final-heal", None)
 
 
@@ -238,6 +281,13 @@ def nemesis_schedule(
             faults.append(CrashFault(at=at, target=rng.choice(targets), restart_after=dur))
         elif action == "pause" and targets:
             faults.append(PauseFault(at=at, target=rng.choice(targets), duration=dur))
+        elif action == "slow-store" and targets:
+            latency = max(MS, int(rng.expovariate(1.0 / max(1, spec.store_latency_mean))))
+            faults.append(
+                SlowStoreFault(
+                    at=at, target=rng.choice(targets), duration=dur, latency=Duration(latency)
+                )
+            )
         elif action in ("partition", "loss", "duplicate", "delay") and len(regions) >= 2:
             a, b = rng.sample(regions, 2)
             if action == "partition":

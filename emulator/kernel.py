@@ -157,6 +157,8 @@ class Kernel:
         self._actors: dict[str, Slot] = {}
         self._by_host: dict[str, list[Slot]] = {}
         self._store_pending: tuple[Slot, StoreCall] | None = None
+        # Extra emulated latency of each slowed actor's store calls (the `slow-store` fault).
+        self.store_latency_us: dict[str, int] = {}
         self._lease_view = getattr(store, "leases", None)
         self._flow_owner: dict[int, tuple[Slot, int]] = {}
         # Every node whose up/down state changed during the run (see `replay_hardware`).
@@ -520,12 +522,42 @@ class Kernel:
             try:
                 result = await cmd.fn(self.store, *cmd.args)
             except Exception as error:
-                self._step(slot, None, error)
+                self._store_answered(slot, cmd, None, error)
                 continue
             name = getattr(cmd.fn, "__store_event__", None)
             if name is not None:
                 self.tracer.record(self.now_us, "store", slot.address, "", name, (cmd.args, result))
-            self._step(slot, result)
+            self._store_answered(slot, cmd, result, None)
+
+    def _store_answered(
+        self, slot: Slot, cmd: StoreCall, result: Any, error: BaseException | None
+    ) -> None:
+        """Resume an actor with its store call's answer: at once, or late under a slow store.
+
+        A slow store (`store_latency_us`, set by the `slow-store` fault) lets
+        the call take effect now, at the caller's own timestamps, and holds
+        only the answer back: the caller stays parked for the latency while
+        everyone else runs, so its lease may lapse before it hears back.
+        """
+        latency = self.store_latency_us.get(slot.address, 0)
+        if latency <= 0:
+            self._step(slot, result, error)
+            return
+        slot.wait_token += 1
+        name = getattr(cmd.fn, "__store_event__", None) or getattr(cmd.fn, "__name__", "")
+        self.tracer.record(self.now_us, "slow-store", slot.address, "", name, latency)
+        self.at(self.now_us + latency, self._store_late, slot, slot.wait_token, result, error)
+
+    def _store_late(
+        self, slot: Slot, token: int, result: Any, error: BaseException | None
+    ) -> None:
+        if slot.wait_token != token or slot.state != WAIT_STORE:
+            return  # the caller crashed meanwhile: the answer has nobody to go to
+        if slot.paused_until_us > self.now_us:
+            self.at(slot.paused_until_us, self._store_late, slot, token, result, error)
+            return
+        slot.wait_token += 1
+        self._step(slot, result, error)
 
     # ------------------------------------------------------------------
     # bulk flows (fluid model)

@@ -14,6 +14,7 @@ import msgspec
 
 from emulator.errors import ScenarioError
 from emulator.invariants import check_events, make_checkers
+from emulator.liveness import judge_liveness, liveness_lines
 from emulator.scenario import decode_scenario
 from emulator.timeunits import format_us
 from emulator.trace import TraceEvent, fault_key
@@ -294,4 +295,7 @@ async def check(db: Path, out: TextIO | None = None) -> int:
         out.write(f"reproduce: mastemu run {meta.scenario_name} --seed {meta.seed}\n")
     names = ", ".join(c.name for c in checkers) or "none"
     out.write(f"checked {len(events)} events against {names}: {len(found)} violation(s)\n")
+    # Liveness is reported, not enforced: the exit code stays that of the invariants.
+    for line in liveness_lines(judge_liveness(events)):
+        out.write(line + "\n")
     return 1 if found else 0

@@ -31,12 +31,13 @@ so and exits 0, since the run is where `resume` would take it. A run that was
 interrupted (Ctrl-C) or failed continues like a killed one. A database with
 no committed event yet starts the run over from the beginning.
 
-Not modelled yet, on the system's side: a restarted cluster manager does not
-check that its jobs' agents are still alive (it assumes they are, which is
-true after a crash of the CM alone). So jobs that ran at the kill keep their
-machines without running, and a preemption victim among them is released,
-after the CM's stop timeout, without the checkpoint the preemption checker
-expects. `tests/test_resume.py` holds both stories as expected failures.
+Job agents are the one part of the system that does not come back: they die
+with the process and nothing restarts them, as when their machines fail. Each
+cluster manager, restarting, probes its jobs' agents (`actors/cm.py`) and
+restarts the jobs of those that do not answer from their last checkpoint; a
+preemption victim whose agent died before its checkpoint is released without
+one, which the preemption checker excuses for attempts that began before a
+`resume` event (the kill, not the system, lost that checkpoint).
 """
 
 from __future__ import annotations
@@ -341,6 +342,9 @@ async def _restart(
     roles = list(plan.roles) + (build.roles if build is not None else [])
     faults = fault_schedule(plan, seed, roles, network.topology)
     past = await _replay_hardware(kernel, faults, resume_us)
+    # Attached before the resume point is recorded: checkers excuse what the
+    # kill did (e.g. a preemption victim's agent dying before its checkpoint).
+    checking = OnlineChecking(kernel, checkers)
     tracer.record(
         resume_us,
         "run",
@@ -349,7 +353,6 @@ async def _restart(
         "resume",
         {"after_seq": prefix.last_seq, "status": meta.status, "seed": seed},
     )
-    checking = OnlineChecking(kernel, checkers)
     kernel.violations.extend(prefix.violations)
     if prefix.violations and scenario.invariants.stop_on_violation:
         kernel.request_stop(f"invariant {prefix.violations[0][2]} violated")

@@ -126,8 +126,8 @@ class ActorSpec(Spec, kw_only=True):
 
 
 # ---- faults (tagged by `action`) -----------------------------------------
-# Actor targets of crash/restart/pause faults, resolved when the fault fires
-# (emulator/faults.py). Besides an actor's address:
+# Actor targets of crash/restart/pause/slow-store faults, resolved when the
+# fault fires (emulator/faults.py). Besides an actor's address:
 #   leader of ROLE      the instance holding ROLE's lease at that instant;
 #   a follower of ROLE  one instance of ROLE that is up and does not hold it;
 #   a minority of ROLE  max(1, floor((n - 1) / 2)) of ROLE's n instances (1 of 2
@@ -230,6 +230,17 @@ class UpFault(FaultBase, tag="up", kw_only=True):
     node: Name
 
 
+class SlowStoreFault(FaultBase, tag="slow-store", kw_only=True):
+    """For `duration`, every store call of the target's actors (an actor, a
+    role-relative target or `region NAME`, resolved when the fault fires)
+    answers `latency` late: the call takes effect when made, its caller
+    resumes only `latency` later, so its lease may expire while it waits."""
+
+    target: Name
+    duration: Duration
+    latency: Duration
+
+
 Fault = (
     CrashFault
     | RestartFault
@@ -241,9 +252,12 @@ Fault = (
     | DelayFault
     | DownFault
     | UpFault
+    | SlowStoreFault
 )
 
-NemesisAction = Literal["crash", "pause", "partition", "loss", "duplicate", "delay", "down"]
+NemesisAction = Literal[
+    "crash", "pause", "partition", "loss", "duplicate", "delay", "down", "slow-store"
+]
 
 
 class NemesisSpec(Spec, kw_only=True):
@@ -258,6 +272,8 @@ class NemesisSpec(Spec, kw_only=True):
         default_factory=lambda: ["crash", "pause", "partition", "loss"]
     )
     loss_probability: Probability = 0.2
+    # `slow-store` faults: each call's extra latency is drawn around this mean.
+    store_latency_mean: Duration = 20_000_000
     faults_max: Annotated[int, Meta(ge=0, le=100_000)] = 1_000
 
 
@@ -480,6 +496,8 @@ def check_references(scenario: Scenario, source: str, system_addresses: Iterable
                     fail(f"{where}.hosts[{j}]", f"unknown host {host!r}")
             if fault.hosts is not None and fault.hosts[0] == fault.hosts[1]:
                 fail(where, "needs two different hosts")
+        if isinstance(fault, SlowStoreFault) and fault.latency <= 0:
+            fail(f"{where}.latency", "a slow store needs a positive latency, e.g. '45s'")
         node = getattr(fault, "node", None)
         if node is not None:
             named = node_of(node)

@@ -117,12 +117,16 @@ def test_cm_restarted_after_its_machine_failed_marks_it_and_moves_the_job(tmp_pa
 def test_without_the_replay_the_restarted_cm_never_learns_of_the_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The bug: J stays "running" on a dead machine for good.
+    # The bug: the CM never marks the machine dead. Its probe finds J's agent
+    # gone and restarts J, but on the dead machine again, so J stays "running"
+    # on it for good.
     monkeypatch.setattr(Kernel, "replay_hardware", lambda self, address: 0)
     raw = machine_story(crash("cm/east/c0/0", "10m", "5m"), down(M0, "12m"), replicas=SINGLE)
-    _, events = run(raw, tmp_path)
+    result, events = run(raw, tmp_path)
     assert health(events) == []
-    assert not [e for e in events if e.type == "cm.job-moved"]
+    starts = [e for e in store_events(events, "fleet.start", "J") if e.payload[1]]
+    assert starts and all(M0 in {h for h, _ in e.payload[0][6]} for e in starts)
+    assert states(result)["J"][0] == "RUNNING"
 
 
 def test_cm_restarted_after_its_machine_came_back_marks_it_healthy(tmp_path: Path) -> None:

@@ -1,0 +1,129 @@
+"""Liveness after the final heal: reported beside the invariants, never as a violation.
+
+Safety invariants hold at every instant; liveness can only be judged once
+the faults stop. The final heal is the last fault event of the trace (the
+end of the last fault window; the nemesis always closes with one), or the
+run's start when there were no faults. A system registers a judge that reads
+the same trace events as the checkers and says, at the end of the history,
+which of its units of work could have run after the final heal but never
+did (`mastemu check` prints them as a separate section; the exit code stays
+that of the invariants). What "could run" means belongs to the system:
+MAST's judge is `actors/liveness.py`.
+
+The emulator never imports the system, so judges arrive through
+`register_liveness`, as checkers do through `register_checker`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from emulator.timeunits import format_us
+from emulator.trace import TraceEvent
+
+# How many stuck units the text lists before "… and N more".
+LISTED_MAX = 10
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """A unit of work that could run after the final heal but never did."""
+
+    id: str
+    state: str
+    since_us: int  # in this state since
+    why: str  # why it could run, e.g. "fits us-east"
+
+
+@dataclass
+class LivenessReport:
+    """A judge's verdict over one history."""
+
+    judge: str
+    final_heal_us: int
+    end_us: int
+    stuck: list[Stuck] = field(default_factory=list)
+    # Waiting at the end but legitimately: no room anywhere, data not there yet.
+    waiting_ok: int = 0
+    # Waiting for less than the judge's grace (after the heal): too soon to say.
+    too_recent: int = 0
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "judge": self.judge,
+            "final_heal_us": self.final_heal_us,
+            "end_us": self.end_us,
+            "stuck": [
+                {"id": s.id, "state": s.state, "since_us": s.since_us, "why": s.why}
+                for s in self.stuck
+            ],
+            "waiting_ok": self.waiting_ok,
+            "too_recent": self.too_recent,
+        }
+
+
+class LivenessJudge(Protocol):
+    """Reads trace events of `kinds`, then judges the end of the history."""
+
+    name: str
+    kinds: tuple[str, ...]
+
+    def observe(self, event: TraceEvent) -> None: ...
+
+    def report(self, final_heal_us: int, end_us: int) -> LivenessReport | None:
+        """The verdict, or None when the history holds nothing this judge judges."""
+        ...
+
+
+JUDGES: dict[str, Callable[[], LivenessJudge]] = {}
+
+
+def register_liveness(name: str, factory: Callable[[], LivenessJudge]) -> None:
+    JUDGES[name] = factory
+
+
+def judge_liveness(events: Iterable[TraceEvent]) -> list[LivenessReport]:
+    """Run every registered judge over a whole history; verdicts of those with one."""
+    judges = [factory() for _, factory in sorted(JUDGES.items())]
+    by_kind: dict[str, list[LivenessJudge]] = {}
+    for judge in judges:
+        for kind in judge.kinds:
+            by_kind.setdefault(kind, []).append(judge)
+    heal_us = 0
+    end_us = 0
+    for event in events:
+        end_us = event.t_us
+        if event.kind == "fault":
+            heal_us = event.t_us
+        for judge in by_kind.get(event.kind, ()):
+            judge.observe(event)
+    reports = [judge.report(heal_us, end_us) for judge in judges]
+    return [r for r in reports if r is not None]
+
+
+def liveness_lines(reports: list[LivenessReport]) -> list[str]:
+    """The `liveness:` section of `mastemu check`, one line per judge plus the stuck ones."""
+    lines = []
+    for r in reports:
+        heal = format_us(r.final_heal_us)
+        others = []
+        if r.waiting_ok:
+            others.append(f"{r.waiting_ok} waiting cannot run (no room, or data on its way)")
+        if r.too_recent:
+            others.append(f"{r.too_recent} waiting too briefly to judge")
+        note = f" ({'; '.join(others)})" if others else ""
+        if not r.stuck:
+            lines.append(
+                f"liveness: every workload that can run ran after the final heal at {heal}{note}"
+            )
+            continue
+        lines.append(
+            f"liveness: {len(r.stuck)} workload(s) never ran after the final heal at {heal}{note}:"
+        )
+        for s in r.stuck[:LISTED_MAX]:
+            lines.append(f"  {s.id} ({s.state} since {format_us(s.since_us)}; {s.why})")
+        if len(r.stuck) > LISTED_MAX:
+            lines.append(f"  … and {len(r.stuck) - LISTED_MAX} more")
+    return lines
