@@ -1,24 +1,28 @@
 """The built-in `shockwave-fairness` scenario against Shockwave §8.3/§8.5, on the reference engine.
 
-The scenario's full size (32 GPUs, 120 jobs) takes about two minutes for
-Shockwave's planner, so the test keeps every setting of the file (workload
-mix, rounds, semantics, policy params) and shrinks cluster and job count
-by four together (8 GPUs, 30 jobs), which keeps jobs per GPU the same.
+The test keeps every setting of the file (workload mix, rounds, semantics,
+policy params) and shrinks cluster and job count by four together (8 GPUs,
+30 jobs), which keeps jobs per GPU the same, so that Shockwave's planner
+runs in about two seconds per seed.
 
-Measured at that size (worst ρ / unfair fraction / makespan s):
+Measured at that size (avg JCT s / makespan s / worst ρ / unfair fraction):
 
-    seed  shockwave            gavel-maxmin         themis
-    1     2.11 / 0.90 /  84713  2.15 / 0.67 /  88655  1.69 / 0.53 /  92508
-    2     2.04 / 0.90 /  89386  4.35 / 0.80 /  86159  1.50 / 0.37 / 102075
-    3     2.53 / 1.00 / 144998  6.41 / 0.80 / 136780  1.65 / 1.00 / 151348
-    4     2.82 / 1.00 /  68174  4.38 / 0.73 /  66548  1.65 / 0.77 /  74901
-    5     2.51 / 0.93 /  69617  3.89 / 0.80 /  64783  1.68 / 0.83 /  75987
+    seed  shockwave                     gavel-maxmin                  themis
+    1     25829  74757 1.31 0.77        26324  88655 2.15 0.67        23815  92508 1.69 0.53
+    2     20443  78347 1.38 0.73        21981  86159 4.35 0.80        19029 102075 1.50 0.37
+    3     29292 144562 1.48 0.93        31495 136780 6.41 0.80        27083 151348 1.65 1.00
+    4     21766  56256 1.36 0.90        24368  66548 4.38 0.73        20331  74901 1.65 0.77
+    5     21822  61419 1.42 0.93        23576  64783 3.89 0.80        19875  75987 1.68 0.83
+    6     36895  84857 1.36 0.90        36116  83170 3.97 0.80        34302  93260 1.56 0.80
+    7     21278  83797 1.38 0.83        23498  91870 4.14 0.73        20166 107328 1.60 0.53
+    8     20816  55597 1.37 0.73        21552  62377 4.08 0.77        19818  79489 1.90 0.67
 
-and at full size, seed 1: shockwave 3.34 / 0.97 / 132504, gavel-maxmin
-4.13 / 0.68 / 127576, themis 1.64 / 0.68 / 137382. Only part of the
-paper's direction holds: Shockwave's worst ρ is below Gavel's and its
-makespan below Themis's, but Themis has the lowest worst ρ and Shockwave
-the highest unfair fraction, so only the holding parts are asserted.
+On every seed Shockwave's worst ρ is the lowest and its makespan within 6%
+of the best (lower than both on six), its average JCT within 10% of
+Themis's. The unfair fraction is not reproduced: Shockwave's is the
+highest on most seeds (the xfail below says why). Full size (32 GPUs, 120
+jobs, seed 1): shockwave 21805 / 116083 / 1.40 / 0.87, gavel-maxmin 23535 /
+127578 / 4.13 / 0.68, themis 20527 / 137262 / 1.64 / 0.68.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from emulator.scenario import parse_raw
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "shockwave-fairness.toml"
 SHRINK = 4
+POLICIES = ("shockwave", "gavel-maxmin", "themis")
 
 
 def _raw_system() -> dict[str, Any]:
@@ -67,6 +72,12 @@ def _run(policy: str, seed: int, shrink: int = SHRINK) -> dict[str, Any]:
     return out
 
 
+@pytest.fixture(scope="module", params=[1, 3])
+def runs(request: pytest.FixtureRequest) -> dict[str, dict[str, Any]]:
+    """The three policies on one seed (seed 3 is the hardest of the eight above)."""
+    return {p: _run(p, request.param) for p in POLICIES}
+
+
 def test_scenario_is_the_papers_setting() -> None:
     params = msgspec.convert(_raw_system(), ClusterParams)
     assert 32 <= params.gpus <= 256
@@ -76,16 +87,31 @@ def test_scenario_is_the_papers_setting() -> None:
     assert 3 <= arrivals.num_jobs / params.gpus <= 4
 
 
-@pytest.mark.parametrize("seed", [2, 5])
-def test_shockwave_fairer_than_gavel_and_shorter_than_themis(seed: int) -> None:
-    sw, gavel, themis = (_run(p, seed) for p in ("shockwave", "gavel-maxmin", "themis"))
-    for got in (sw, gavel, themis):
+def test_shockwave_has_the_lowest_worst_ftf_at_a_similar_makespan(
+        runs: dict[str, dict[str, Any]]) -> None:
+    sw, baselines = runs["shockwave"], [runs["gavel-maxmin"], runs["themis"]]
+    for got in runs.values():
         assert got["finished"] == got["jobs"]
-        # The time-averaged contention the FTF metric divides by (2.3–2.7 measured).
+        # The time-averaged contention the FTF metric divides by (2.2–2.7 measured).
         assert 2.0 <= got["contention_avg"] <= 3.0
-    # seed 2: 2.04 vs 4.35; seed 5: 2.51 vs 3.89.
-    assert sw["ftf"]["worst"] < gavel["ftf"]["worst"]
-    # seed 2: 89386 vs 102075 s; seed 5: 69617 vs 75987 s.
-    assert sw["makespan_s"] < themis["makespan_s"]
-    # "At a similar makespan" as Gavel: within 10% (seed 2: +3.7%, seed 5: +7.5%).
-    assert sw["makespan_s"] <= 1.10 * gavel["makespan_s"]
+    # §8.3/§8.5: the lowest worst ρ (seed 1: 1.31 vs 2.15 / 1.69; seed 3: 1.48 vs 6.41 / 1.65).
+    assert all(sw["ftf"]["worst"] < b["ftf"]["worst"] for b in baselines)
+    # "Similar" makespan (§8.3 claims 1.3x better): within 10% of the best baseline
+    # (seed 1: 74757 vs 88655 s; seed 3: 144562 vs 136780 s, +5.7%).
+    assert sw["makespan_s"] <= 1.10 * min(b["makespan_s"] for b in baselines)
+    # "Similar average JCT" (§8.3): within 15% of the best (measured 5–10% above Themis).
+    assert sw["jct_s"]["avg"] <= 1.15 * min(b["jct_s"]["avg"] for b in baselines)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "Not reproduced: Shockwave's budgets ρ̂^k equalise ρ across jobs, and with contention "
+    "counted in jobs (App. G, the artifact's evaluation) the egalitarian shares of all jobs "
+    "exceed the cluster (mean gang 1.6 GPUs), so most jobs end just above 1; our Themis re-ranks "
+    "by fresh ρ every round and, with batch-size speed-ups of at most 1.7x (Fig. 2a), loses "
+    "nothing by being reactive (an oracle ρ gives the same results). The paper's 4% came from "
+    "the artifact's metric (N = jobs in the trace / GPUs, ρ > 1.05) and hard FTF constraints "
+    "in its solver that the paper does not describe."))
+def test_shockwave_has_the_lowest_unfair_fraction(runs: dict[str, dict[str, Any]]) -> None:
+    sw = runs["shockwave"]
+    assert all(sw["ftf"]["unfair_fraction"] < runs[b]["ftf"]["unfair_fraction"]
+               for b in ("gavel-maxmin", "themis"))

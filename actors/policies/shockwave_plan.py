@@ -4,7 +4,8 @@ Shared by the two solvers (`shockwave_solver` for the MILP, `shockwave_greedy`
 for the heuristic). `PlanProblem` is program 11 of Shockwave's App. G for one
 decision, already reduced to rounds-per-job tables (see `shockwave_solver`);
 `objective` is its value for given counts; `schedule` turns a solver's
-feasible rounds into the order the policy runs them: the most unfairly
+feasible rounds into the order the policy runs them: jobs `seated` in the
+first round (they finish there, see `PlanJob`), then the most unfairly
 treated jobs (highest `priority`, ρ̂) earliest, each job's rounds contiguous
 where they can be (Shockwave prefers continuous rounds to restarts, §7).
 """
@@ -16,7 +17,9 @@ from typing import Literal
 
 import msgspec
 
-__all__ = ["Method", "Plan", "PlanJob", "PlanProblem", "log_utility", "objective", "schedule"]
+__all__ = [
+    "Method", "Plan", "PlanJob", "PlanProblem", "log_utility", "objective", "ranked", "schedule",
+]
 
 Method = Literal["milp", "greedy"]
 
@@ -27,6 +30,9 @@ class PlanJob(msgspec.Struct, frozen=True, kw_only=True):
     `utility[n]` is its progress fraction (UTIL, 0..1) after n rounds of the
     window, `remaining_s[n]` its remaining run time alone after them; both
     have n_max + 1 entries (n_max ≤ T: a job about to finish needs fewer).
+    A `seated` job holds the first round whatever the objective says: it
+    finishes within one round (n_max = 1), and the policy decides to run it
+    now (see `shockwave.Shockwave`); the solvers plan the others around it.
     """
 
     job_id: str
@@ -35,11 +41,14 @@ class PlanJob(msgspec.Struct, frozen=True, kw_only=True):
     utility: tuple[float, ...]
     remaining_s: tuple[float, ...]
     priority: float = 0.0
+    seated: bool = False
 
     def __post_init__(self) -> None:
         if not self.utility or len(self.utility) != len(self.remaining_s):
             raise ValueError(
                 f"plan job {self.job_id}: utility and remaining_s must be non-empty, equal length")
+        if self.seated and len(self.utility) != 2:
+            raise ValueError(f"plan job {self.job_id}: only a job finishing in one round is seated")
 
 
 class PlanProblem(msgspec.Struct, frozen=True, kw_only=True):
@@ -51,6 +60,10 @@ class PlanProblem(msgspec.Struct, frozen=True, kw_only=True):
     makespan_weight: float = 1e-3
     z0: float = 1.0
     utility_floor: float = 1e-6
+
+    def __post_init__(self) -> None:
+        if sum(j.gpus for j in self.jobs if j.seated) > self.gpus_total:
+            raise ValueError("plan problem: the seated jobs' gangs exceed the cluster's GPUs")
 
 
 class Plan(msgspec.Struct, frozen=True, kw_only=True):
@@ -79,17 +92,23 @@ def objective(p: PlanProblem, counts: tuple[int, ...] | list[int]) -> float:
     return welfare / (len(p.jobs) * p.gpus_total) - p.makespan_weight * h / p.z0
 
 
+def ranked(p: PlanProblem) -> list[int]:
+    """Job indices in schedule order: seated jobs, then by priority (ρ̂) and job id."""
+    return sorted(range(len(p.jobs)),
+                  key=lambda i: (not p.jobs[i].seated, -p.jobs[i].priority, p.jobs[i].job_id))
+
+
 def _rounds(p: PlanProblem, held: list[list[bool]]) -> tuple[tuple[str, ...], ...]:
     """The job ids of every round, highest priority first within a round."""
-    ranked = sorted(range(len(p.jobs)), key=lambda i: (-p.jobs[i].priority, p.jobs[i].job_id))
-    return tuple(tuple(p.jobs[i].job_id for i in ranked if held[i][t]) for t in range(p.rounds))
+    order = ranked(p)
+    return tuple(tuple(p.jobs[i].job_id for i in order if held[i][t]) for t in range(p.rounds))
 
 
 def _first_fit(p: PlanProblem, counts: list[int]) -> list[list[bool]] | None:
     """Each job's rounds earliest-first, in priority order; None if first-fit cannot pack."""
     free = [p.gpus_total] * p.rounds
     held = [[False] * p.rounds for _ in p.jobs]
-    for i in sorted(range(len(p.jobs)), key=lambda i: (-p.jobs[i].priority, p.jobs[i].job_id)):
+    for i in ranked(p):
         need = counts[i]
         for t in range(p.rounds):
             if need and free[t] >= p.jobs[i].gpus:
@@ -105,39 +124,49 @@ def _earlier(p: PlanProblem, held: list[list[bool]], passes_max: int = 50) -> li
     """Pull higher-priority jobs into earlier rounds of a feasible schedule, keeping counts.
 
     Moves a job from round t2 to an earlier round t1 where it fits, or swaps
-    it with a lower-priority job of t1 when both gangs then fit. Each move
-    strictly lowers Σ rank × round, so the loop ends; it is bounded anyway.
+    it with a lower-priority job of t1 (the first by index) when both gangs
+    then fit. Each move strictly lowers Σ rank × round, so the loop ends; it
+    is bounded anyway.
     """
     n_jobs = len(p.jobs)
-    rank = {i: r for r, i in enumerate(sorted(range(n_jobs), key=lambda i: (-p.jobs[i].priority,
-                                                                           p.jobs[i].job_id)))}
+    order = ranked(p)
+    rank = [0] * n_jobs
+    for r, i in enumerate(order):
+        rank[i] = r
     g = [j.gpus for j in p.jobs]
-    free = [p.gpus_total - sum(g[i] for i in range(n_jobs) if held[i][t]) for t in range(p.rounds)]
+    # Rounds as columns: x[t][i] is job i's seat in round t.
+    x = [[held[i][t] for i in range(n_jobs)] for t in range(p.rounds)]
+    free = [p.gpus_total - sum(gi for gi, h in zip(g, col, strict=True) if h) for col in x]
     for _ in range(passes_max):
         moved = False
         for t1 in range(p.rounds):
+            x1 = x[t1]
             for t2 in range(t1 + 1, p.rounds):
-                for a in sorted(range(n_jobs), key=rank.__getitem__):
-                    if not held[a][t2] or held[a][t1]:
+                x2 = x[t2]
+                # Swap partners: jobs of t1 not in t2, by index. A job moved into t1
+                # ranks above every later candidate, so it never becomes a partner.
+                partners = [b for b in range(n_jobs) if x1[b] and not x2[b]]
+                for a in order:
+                    if not x2[a] or x1[a]:
                         continue
                     if free[t1] >= g[a]:
-                        held[a][t1], held[a][t2] = True, False
+                        x1[a], x2[a] = True, False
                         free[t1] -= g[a]
                         free[t2] += g[a]
                         moved = True
                         continue
-                    for b in range(n_jobs):
-                        if (held[b][t1] and not held[b][t2] and rank[b] > rank[a]
+                    for b in partners:
+                        if (rank[b] > rank[a]
                                 and free[t1] + g[b] >= g[a] and free[t2] + g[a] >= g[b]):
-                            held[a][t1], held[a][t2] = True, False
-                            held[b][t1], held[b][t2] = False, True
+                            x1[a], x2[a], x1[b], x2[b] = True, False, False, True
                             free[t1] += g[b] - g[a]
                             free[t2] += g[a] - g[b]
+                            partners.remove(b)
                             moved = True
                             break
         if not moved:
             break
-    return held
+    return [[x[t][i] for t in range(p.rounds)] for i in range(n_jobs)]
 
 
 def schedule(p: PlanProblem, held: list[list[bool]]) -> tuple[tuple[str, ...], ...]:
