@@ -47,6 +47,7 @@ from actors.leadership import LeaseTiming
 from actors.policies.cluster_api import TraceJob
 from actors.policies.cluster_registry import cluster_policy
 from actors.policies.mast_registry import every_policy
+from actors.policies.named_registry import PolicyParamsError, convert_params
 from emulator.actor import Actor
 from emulator.registry import SystemBuild, actor_entry
 from emulator.rng import RngStreams
@@ -115,17 +116,11 @@ def policy_params(params: ClusterParams) -> Any:
             f"{', '.join(families['cluster'])} (MAST policies, for [system] kind = \"mast\": "
             f"{', '.join(families['mast'])})",
         ) from None
-    raw = params.policy_params.get(params.policy, {})
     where = f"policy_params.{params.policy}"
     try:
-        return msgspec.convert(raw, policy.Params)
-    except (msgspec.ValidationError, ValueError) as error:
-        text = str(error)
-        # msgspec ends its message with the path: "… - at `$.field`".
-        message, sep, path = text.rpartition(" - at `$.")
-        if sep:
-            raise FieldError(f"{where}.{path.rstrip('`')}", message) from None
-        raise FieldError(where, text) from None
+        return convert_params(policy.Params, params.policy_params.get(params.policy, {}))
+    except PolicyParamsError as error:
+        raise FieldError(".".join(p for p in (where, error.key) if p), error.message) from None
 
 
 def trace_jobs(params: ClusterParams, seed: int, base_dir: Path) -> tuple[TraceJob, ...]:

@@ -181,7 +181,7 @@ def test_a_job_on_a_failed_machine_is_placed_again_by_the_policy(tmp_path: Path)
     ("system", "message"),
     [
         ({"policy": "tiresias-lass"}, "system.policy: unknown cluster policy 'tiresias-lass'"),
-        ({"policy_params": {"fifo": {"bogus": 1}}}, "system.policy_params.fifo: "),
+        ({"policy_params": {"fifo": {"bogus": 1}}}, "system.policy_params.fifo.bogus: unknown key"),
         (
             {"policy": "tiresias-las", "policy_params": {"tiresias-las": {"pack_limit": "x"}}},
             "system.policy_params.tiresias-las.pack_limit: Expected `float`",

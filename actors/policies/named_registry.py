@@ -1,0 +1,94 @@
+"""What both policy families' registries share: policies by name, loaded lazily,
+and parameters validated with the path of a bad key.
+
+A family (`cluster_registry`, `mast_registry`) keeps one `NamedRegistry`
+over its policy modules; each module registers its policies on import, and
+the modules are imported on the first lookup, so that importing a registry
+never imports every policy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Mapping
+from typing import Any, Generic, Protocol, TypeVar
+
+import msgspec
+
+
+class Named(Protocol):
+    name: str
+
+
+P = TypeVar("P", bound=Named)
+
+_UNKNOWN_KEY = re.compile(r"Object contains unknown field `(.*)`", re.S)
+
+
+class NamedRegistry(Generic[P]):
+    """The policies of one family (`family` names it in messages)."""
+
+    def __init__(self, family: str, modules: tuple[str, ...]) -> None:
+        self.family = family
+        self.modules = modules
+        self._policies: dict[str, P] = {}
+        self._loaded = False
+
+    def register(self, policy: P) -> P:
+        """Add a policy under its `name`; a second policy with the same name is a bug."""
+        known = self._policies.get(policy.name)
+        if known is not None and known is not policy:
+            raise ValueError(f"{self.family} policy {policy.name!r} registered twice")
+        self._policies[policy.name] = policy
+        return policy
+
+    def unregister(self, name: str) -> None:
+        """Remove a policy (tests remove the ones they registered)."""
+        self._policies.pop(name, None)
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            for module in self.modules:
+                importlib.import_module(module)
+
+    def names(self) -> list[str]:
+        """Every registered name, sorted."""
+        self._load()
+        return sorted(self._policies)
+
+    def find(self, name: str) -> P | None:
+        self._load()
+        return self._policies.get(name)
+
+
+class PolicyParamsError(ValueError):
+    """A policy's parameters do not validate; `key` is the path below them."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}" if key else message)
+        self.key = key
+        self.message = message
+
+
+def convert_params(params_type: type[Any], raw: Mapping[str, Any] | msgspec.Struct) -> Any:
+    """`raw` validated as `params_type`; a Struct of that type passes as it is.
+
+    Raises PolicyParamsError whose `key` is the path of the bad value below
+    the parameters (empty for the whole table); an unknown key is named in
+    the path, as scenario errors do.
+    """
+    if isinstance(raw, params_type):
+        return raw
+    try:
+        return msgspec.convert(raw, params_type)
+    except (msgspec.ValidationError, ValueError) as error:
+        message, marker, where = str(error).rpartition(" - at `$")
+        if not marker:
+            message, where = str(error), ""
+        key = where.removesuffix("`").lstrip(".")
+        unknown = _UNKNOWN_KEY.fullmatch(message)
+        if unknown is not None:
+            key, message = ".".join(p for p in (key, unknown[1]) if p), "unknown key"
+        raise PolicyParamsError(key, message) from None
