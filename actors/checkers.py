@@ -6,12 +6,18 @@ dispatch decisions from the trace, online during a run and offline in
 
 - `allocation` (invariant 2): no GPU or CPU machine held by two running jobs;
   a machine's GPUs never over-committed; a job never started twice at once.
+  A region the GMS gave up (`gms.region-lost`, then its workloads queued
+  again) is the one exception: its dead attempts' allocations stay as
+  left-overs, still using their machines, the job may start elsewhere, and
+  only left-overs may be freed as such (`fleet.leftovers`).
 - `gang` (3): a workload is RUNNING only once all its jobs have held machines
   together since its award (a job may have finished since: the GMS hears of
   the dispatch late when it was down), and goes back to the queue (or is
-  done) only when none holds machines.
+  done) only when none holds machines — or when the GMS gave its region up.
 - `auction` (4): an auction has at most one winner, and a workload is awarded
-  only while it is queued (so it is never dispatched to two regions at once).
+  only while it is queued (so it is never dispatched to two regions at once);
+  the GMS gives a region's work up only while none of the region's roles
+  (`rms/R`, `cm/R/...`) has led since the time it says the region went dark.
 - `preemption` (6): victims have strictly lower priority than the workload
   that preempts them, and a running victim's machines are released only after
   it saved a checkpoint — one saved after its CM ordered it to stop and save
@@ -27,7 +33,9 @@ dispatch decisions from the trace, online during a run and offline in
   of what the tenant runs and what it was ranked within quota before it.
 - `no-lost-workload` (8): every submitted workload is in exactly one state;
   state changes start from the state it is in; at the end nothing sits
-  RUNNING with none of its jobs holding machines.
+  RUNNING with none of its jobs holding machines; a workload goes DONE only
+  once every one of its jobs finished its work (was released DONE) since
+  its last award, so a gang that lost a job cannot end as if it had not.
 
 The starting facts (machines, tenants, catalog) come from the system's
 `setup` trace events, so a run database can be checked on its own.
@@ -90,8 +98,13 @@ class _StoreChecker:
 
 class AllocationChecker(_StoreChecker):
     name = "allocation"
-    kinds = ("store", "setup")
-    _routes = {"fleet.start": "on_start", "fleet.release": "on_release"}
+    kinds = ("store", "setup", "decision")
+    _routes = {
+        "fleet.start": "on_start",
+        "fleet.release": "on_release",
+        "queue.transition": "on_transition",
+        "fleet.leftovers": "on_leftovers",
+    }
 
     def __init__(self) -> None:
         # GPUs per host from the `machines` setup fact (cluster-policy worlds
@@ -100,13 +113,52 @@ class AllocationChecker(_StoreChecker):
         self.gpus: dict[str, dict[Key, int]] = {}
         self.cpu: dict[str, Key] = {}
         self.alive: dict[Key, tuple[list[tuple[str, int]], list[str]]] = {}
+        # A dark region's attempts, given up by the GMS (`gms.region-lost`, then
+        # the workload queued again): their allocations stay on the machines,
+        # still using them, until a CM frees them; the job may start elsewhere.
+        self.giving_up: set[str] = set()
+        self.left_gpus: dict[str, dict[Key, int]] = {}
+        self.left_cpu: dict[str, Key] = {}
 
     def observe(self, event: TraceEvent) -> list[str]:
         if event.kind == "setup":
             if event.type == "machines":
                 self.capacity = {h: int(v[2]) for h, v in event.payload.items() if v[2]}
             return []
+        if event.kind == "decision":
+            if event.type == "gms.region-lost":
+                self.giving_up.update(w for w, _auction in event.payload["workloads"])
+            return []
         return super().observe(event)
+
+    def on_transition(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        workload = args[0]
+        if workload in self.giving_up:
+            self.giving_up.discard(workload)
+            if result and args[2] in QUEUED:
+                for key in [k for k in self.alive if k[0] == workload]:
+                    gpus, cpus = self.alive.pop(key)
+                    for host, _n in gpus:
+                        n = self.gpus.get(host, {}).pop(key, 0)
+                        left = self.left_gpus.setdefault(host, {})
+                        left[key] = left.get(key, 0) + n
+                    for host in cpus:
+                        if self.cpu.get(host) == key:
+                            del self.cpu[host]
+                        self.left_cpu[host] = key
+        return []
+
+    def on_leftovers(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        out = []
+        for host, workload, job in result or ():
+            key = (workload, job)
+            self.left_gpus.get(host, {}).pop(key, None)
+            if self.left_cpu.get(host) == key:
+                del self.left_cpu[host]
+            gpus, cpus = self.alive.get(key, ([], []))
+            if host in cpus or any(h == host for h, _n in gpus):
+                out.append(f"{host} of {workload}/{job} freed as a left-over but the job holds it")
+        return out
 
     def on_start(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         if result is None:
@@ -120,13 +172,14 @@ class AllocationChecker(_StoreChecker):
         for host, n in gpus:
             held = self.gpus.setdefault(host, {})
             held[key] = held.get(key, 0) + n
-            total = sum(held.values())
+            left = self.left_gpus.get(host, {})
+            total = sum(held.values()) + sum(left.values())
             capacity = self.capacity.get(host, GPUS_PER_MACHINE)
             if total > capacity:
-                who = ", ".join(f"{w}/{j}" for w, j in sorted(held))
+                who = ", ".join(f"{w}/{j}" for w, j in sorted({*held, *left}))
                 out.append(f"{host}: {total} GPUs allocated (of {capacity}) to {who}")
         for host in cpus:
-            other = self.cpu.get(host)
+            other = self.cpu.get(host) or self.left_cpu.get(host)
             if other is not None and other != key:
                 out.append(
                     f"CPU machine {host} held by {other[0]}/{other[1]} and {key[0]}/{key[1]}"
@@ -145,6 +198,11 @@ class AllocationChecker(_StoreChecker):
         for host in cpus:
             if self.cpu.get(host) == key:
                 del self.cpu[host]
+        # The store frees every allocation of the job, left-overs of given-up attempts too.
+        for left in self.left_gpus.values():
+            left.pop(key, None)
+        for host in [h for h, k in self.left_cpu.items() if k == key]:
+            del self.left_cpu[host]
         return []
 
 
@@ -163,6 +221,18 @@ class GangChecker(_StoreChecker):
         self.alive: dict[str, set[str]] = {}
         # Workloads whose jobs all held machines at one instant since their last award.
         self.placed: set[str] = set()
+        # Workloads of a dark region the GMS is giving up (`gms.region-lost`): queued
+        # again while their dead jobs still hold machines (see AllocationChecker).
+        self.giving_up: set[str] = set()
+
+    kinds = ("store", "decision")
+
+    def observe(self, event: TraceEvent) -> list[str]:
+        if event.kind == "decision":
+            if event.type == "gms.region-lost":
+                self.giving_up.update(w for w, _auction in event.payload["workloads"])
+            return []
+        return super().observe(event)
 
     def on_submit(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         spec = args[0]
@@ -188,9 +258,13 @@ class GangChecker(_StoreChecker):
         return []
 
     def on_transition(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        given_up = args[0] in self.giving_up
+        self.giving_up.discard(args[0])
         if not result:
             return []
         workload, to_state = args[0], args[2]
+        if given_up and to_state in QUEUED:
+            self.alive.pop(workload, None)  # its jobs died with the region
         alive = self.alive.get(workload, set())
         if to_state == "RUNNING":
             missing = sorted(self.jobs.get(workload, set()) - alive)
@@ -203,12 +277,48 @@ class GangChecker(_StoreChecker):
 
 class AuctionChecker(_StoreChecker):
     name = "auction"
-    _routes = {"queue.award": "on_award"}
+    kinds = ("store", "decision")
+    _routes = {
+        "queue.award": "on_award",
+        "lease.acquire": "on_lease",
+        "lease.release": "on_lease_release",
+    }
     tracks_queue = True
 
     def __init__(self) -> None:
         super().__init__()
         self.winner: dict[int, str] = {}
+        # When each role's lease (last) expires: a region's work may be given up
+        # only once its RMS and CMs (`cm/REGION/...`) have all been without one.
+        self.expires_us: dict[str, int] = {}
+
+    def observe(self, event: TraceEvent) -> list[str]:
+        if event.kind == "decision":
+            return self._region_lost(event) if event.type == "gms.region-lost" else []
+        return super().observe(event)
+
+    def on_lease(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result:
+            self.expires_us[args[0]] = result["expires_at_us"]
+        return []
+
+    def on_lease_release(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        role, now_us = args[0], args[3]
+        if result and role in self.expires_us:
+            self.expires_us[role] = min(self.expires_us[role], now_us)
+        return []
+
+    def _region_lost(self, event: TraceEvent) -> list[str]:
+        """A region given up while one of its roles led may run its work twice."""
+        region, since = event.payload["region"], event.payload["dark_since_us"]
+        led = sorted(
+            role
+            for role, until in self.expires_us.items()
+            if (role == f"rms/{region}" or role.startswith(f"cm/{region}/")) and until > since
+        )
+        if since > event.t_us or led:
+            return [f"{region} given up as dark since {since} µs but {led} led after that"]
+        return []
 
     def on_award(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         if not result:
@@ -504,6 +614,10 @@ class LostWorkloadChecker(_StoreChecker):
         self.alive: dict[str, set[str]] = {}
         self.idle_since: dict[str, int] = {}
         self.now_us = 0
+        # Each workload's jobs, and how each ended (released DONE or STOPPED)
+        # since the workload's last award: a DONE workload needs all of them DONE.
+        self.jobs: dict[str, list[str]] = {}
+        self.ended: dict[str, dict[str, str]] = {}
 
     def observe(self, event: TraceEvent) -> list[str]:
         self.now_us = event.t_us
@@ -511,6 +625,8 @@ class LostWorkloadChecker(_StoreChecker):
 
     def on_submit(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         wid = args[0]["id"]
+        if result and wid not in self.queue:
+            self.jobs[wid] = sorted(j["name"] for j in args[0]["jobs"])
         if result and wid in self.queue:
             return [f"{wid} submitted twice"]
         if not result and wid not in self.queue:
@@ -519,6 +635,8 @@ class LostWorkloadChecker(_StoreChecker):
 
     def on_award(self, args: list[Any], result: Any, event: TraceEvent) -> list[str]:
         before = self.queue.get(args[2])
+        if result:
+            self.ended[args[2]] = {}  # a new attempt: every job has its work to do again
         if result and before not in QUEUED:
             return [f"{args[2]} awarded from state {before}"]
         return []
@@ -531,7 +649,22 @@ class LostWorkloadChecker(_StoreChecker):
         self._idle(wid, to_state)
         if before not in from_states:
             return [f"{wid} moved {from_states}→{to_state} while the checker saw it {before}"]
+        if to_state == "DONE":
+            return self._unfinished(wid)
         return []
+
+    def _unfinished(self, wid: str) -> list[str]:
+        # A gang that lost a job and let the rest finish would end DONE with
+        # that job's work undone: lost as surely as a workload that vanished.
+        ended = self.ended.get(wid, {})
+        lost = [
+            f"{j}: {ended.get(j, 'never released')}"
+            for j in self.jobs.get(wid, ())
+            if ended.get(j) != "DONE"
+        ]
+        if not lost:
+            return []
+        return [f"{wid} went DONE but not all its jobs finished their work ({'; '.join(lost)})"]
 
     def on_start(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         if result is not None:
@@ -543,6 +676,7 @@ class LostWorkloadChecker(_StoreChecker):
         if result:
             self.alive.get(args[2], set()).discard(args[3])
             self._idle(args[2])
+            self.ended.setdefault(args[2], {})[args[3]] = args[4]
         return []
 
     def _idle(self, wid: str, state: str | None = None) -> None:

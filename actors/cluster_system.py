@@ -167,6 +167,11 @@ class ClusterSystem:
         self.kind = kind
         self.classes = {"scheduler": scheduler, "cm": cm}
 
+    @staticmethod
+    def policies() -> list[str]:
+        """The policies a scenario of this system may name (`mastemu policies`)."""
+        return every_policy()["cluster"]
+
     def regions(self, params: ClusterParams) -> list[RegionSpec]:
         return [
             RegionSpec(

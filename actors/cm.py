@@ -33,6 +33,24 @@ last checkpoint, a stopping one is released. That costs one message per job
 and probe round, and only at a change of leader: a run without CM failover
 sends none.
 
+Work that moved on while this CM was away: the GMS gives up a region whose
+control plane has been dark too long and queues its work again, which may
+then start elsewhere (`actors/gms.py`). A job is restarted here only while
+its dispatch still stands: its workload DISPATCHING or RUNNING in this
+region under the dispatch the attempt was started for (`fleet.dispatches`).
+One whose dispatch is gone is released, its agent told to stop, and nobody
+told (its RMS has forgotten it; a late `JobEnded` could only confuse a new
+dispatch of the same workload): at the rebuild, and again before any
+restart. What its dead attempt left on this cluster's machines after the
+job started elsewhere is freed at the rebuild too (`fleet.free_leftovers`).
+
+Ends nobody heard of: a CM frees a job's machines in the store before it
+tells the RMS (or, after a machine failure, before it restarts the job). One
+that dies in between leaves the job STOPPED while its dispatch stands, and no
+one would ever report it: so the rebuild reports every such job ended
+(`failed`, as the store does not say why) and the RMS settles the workload;
+a report it already had is ignored there.
+
 RAS changes the cluster's membership (`MembershipChanged`): the CM re-reads
 its machines; a job on a machine that left is treated like one on a failed
 machine (unless it is already stopping: it keeps the machine until it has
@@ -106,7 +124,7 @@ class Running:
     priority: int
     attempt: int
     agent: str
-    auction_id: int
+    auction_id: int  # 0 for a job rebuilt while its dispatch no longer stands
     stopping: EndReason | None = None
     pace: Pace | None = None
 
@@ -162,20 +180,28 @@ class ClusterManager(LeaseHolder):
         self.view = await ClusterView.fetch(self, p.cluster)
         self.running = {}
         self.pending = []
-        for row in await self.store(fleet.jobs, p.cluster, fleet.LIVE_JOB_STATES):
+        gone: list[tuple[str, str]] = []
+        rows = await self.store(fleet.dispatches, p.cluster, p.region, fleet.LIVE_JOB_STATES)
+        for row, auction_id in rows:
             spec = await self.store(queue.spec, row.workload_id)
             job = next((j for j in spec.jobs if j.name == row.job), None) if spec else None
             if job is not None:
                 key = (row.workload_id, row.job)
-                running = Running(
-                    job, row.priority, row.attempt, _agent(row.workload_id, row.job, row.attempt), 0
-                )
+                agent = _agent(row.workload_id, row.job, row.attempt)
+                running = Running(job, row.priority, row.attempt, agent, auction_id or 0)
                 self.running[key] = running
-                if row.state == "CHECKPOINTING" and self.fence is not None:
+                if auction_id is None:
+                    gone.append(key)
+                elif row.state == "CHECKPOINTING" and self.fence is not None:
                     # A preemption the last incarnation began: order the stop again
                     # (the agent ignores a second order) and wait for it as before.
                     running.stopping = "preempted"
                     self._order_stop(key, running, checkpoint=True)
+        if self.fence is not None:
+            for key in gone:
+                await self._drop_gone(key)
+            await self._report_unheard_ends()
+            await self._free_leftovers()
         self._probe_agents()
         # A membership change may have been half handled when this CM went down.
         self.rechecks = 0
@@ -183,6 +209,62 @@ class ClusterManager(LeaseHolder):
         await self._drop_strays()
         self._watch_transit()
         await self._take_up_plans()
+
+    # ---- work that moved on, ends nobody heard of (module docstring) --------------------
+    async def _dispatch_stands(self, key: tuple[str, str], attempt: int) -> bool:
+        """Whether the job's attempt still serves a standing dispatch of its workload."""
+        p = self.params
+        rows = await self.store(
+            fleet.dispatches, p.cluster, p.region, fleet.LIVE_JOB_STATES, key[0]
+        )
+        return any(r.job == key[1] and r.attempt == attempt and a is not None for r, a in rows)
+
+    async def _drop_gone(self, key: tuple[str, str]) -> None:
+        """Release a job whose dispatch is gone: no restart, no report (module docstring)."""
+        job = self.running.get(key)
+        fence = await self.current_fence()
+        if job is None or fence is None:
+            return
+        self.decision(
+            "cm.dispatch-gone", {"workload": key[0], "job": key[1], "attempt": job.attempt}
+        )
+        self.send(job.agent, AgentStop(checkpoint=False))
+        # Refused only if the job has started anew elsewhere meanwhile: then what
+        # this attempt holds here is a left-over, for `_free_leftovers`.
+        await self.store(
+            fleet.release_job, fence, self.now_us, key[0], key[1], "STOPPED", job.attempt
+        )
+        self.running.pop(key, None)
+        self.unanswered.pop(key, None)
+        self.view.release(key)
+        for plan in self.pending:
+            plan.waiting.discard(key)
+        await self._start_ready()
+
+    async def _report_unheard_ends(self) -> None:
+        """Report the jobs STOPPED while their dispatch stands (module docstring)."""
+        p = self.params
+        stopped = await self.store(fleet.dispatches, p.cluster, p.region, ("STOPPED",))
+        for row, auction_id in stopped:
+            if auction_id is None:
+                continue
+            self.decision("cm.end-reported", {"workload": row.workload_id, "job": row.job})
+            self.send_reliably(
+                self.rms,
+                JobEnded(
+                    workload_id=row.workload_id, job=row.job, cluster=p.cluster, reason="failed"
+                ),
+            )
+
+    async def _free_leftovers(self) -> None:
+        """Free what attempts that are over left on this cluster's machines (`store/fleet.py`)."""
+        fence = await self.current_fence()
+        if fence is None:
+            return
+        freed = await self.store(fleet.free_leftovers, fence, self.now_us, self.params.cluster)
+        if freed:
+            self.decision("cm.leftovers-freed", {"allocations": [list(f) for f in freed]})
+            self.view = await ClusterView.fetch(self, self.params.cluster, previous=self.view)
 
     # ---- agents that died unseen (module docstring) --------------------------------------
     def _probe_agents(self) -> None:
@@ -431,6 +513,11 @@ class ClusterManager(LeaseHolder):
             cm=self.role,
             pace=pace,
         )
+        # Traced: where each attempt starts from is judged (`progress`) against the store.
+        self.decision(
+            "cm.agent-start",
+            {"workload": key[0], "job": key[1], "attempt": attempt, "progress_us": saved_us},
+        )
         self.spawn(agent, host, JobAgent, start)
         self.running[key] = Running(job, priority, attempt, agent, auction_id, pace=pace)
 
@@ -459,7 +546,13 @@ class ClusterManager(LeaseHolder):
             # finishes the preemption (module docstring), and the checkpoint the
             # agent saves from now on is the one its machines wait for.
             await self.store(
-                fleet.set_job_state, fence, self.now_us, key[0], key[1], "CHECKPOINTING"
+                fleet.set_job_state,
+                fence,
+                self.now_us,
+                key[0],
+                key[1],
+                "CHECKPOINTING",
+                job.attempt,
             )
         self._order_stop(key, job, checkpoint=checkpoint)
 
@@ -510,7 +603,13 @@ class ClusterManager(LeaseHolder):
         fence = await self.current_fence()
         if fence is not None:
             await self.store(
-                fleet.set_job_state, fence, self.now_us, msg.workload_id, msg.job, "RUNNING"
+                fleet.set_job_state,
+                fence,
+                self.now_us,
+                msg.workload_id,
+                msg.job,
+                "RUNNING",
+                msg.attempt,
             )
 
     @on(AgentFinished)
@@ -614,20 +713,30 @@ class ClusterManager(LeaseHolder):
         None (and a trace) if this CM may not: one that does not lead the
         cluster keeps the job as it is, since telling the RMS it ended while
         the store still gives it its machines would leave them held by a job
-        that nobody runs.
+        that nobody runs. Fenced by the attempt too: an attempt that another
+        cluster replaced is not this CM's to end.
         """
         fence = await self.current_fence()
+        job = self.running.get(key)
+        attempt = job.attempt if job is not None else None
         if fence is not None and await self.store(
-            fleet.release_job, fence, self.now_us, key[0], key[1], state
+            fleet.release_job, fence, self.now_us, key[0], key[1], state, attempt
         ):
             return fence
         self.decision("cm.release-refused", {"workload": key[0], "job": key[1], "state": state})
         return None
 
     async def _replace(self, key: tuple[str, str]) -> None:
-        """Restart a job hit by a machine failure on spare machines, from its checkpoint."""
+        """Restart a job hit by a machine failure on spare machines, from its checkpoint.
+
+        Only while its dispatch stands: one that moved on is released instead.
+        """
         job = self.running.get(key)
         if job is None:
+            return
+        if not await self._dispatch_stands(key, job.attempt):
+            await self._drop_gone(key)
+            await self._free_leftovers()
             return
         fence = await self._release_in_store(key, "STOPPED")
         if fence is None:

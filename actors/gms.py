@@ -8,7 +8,20 @@ negative caches), and dispatches in rank order through auctions. An award is
 committed in the store (compare-and-set, fenced by the GMS lease) before it
 is announced. A workload no region can place waits (WAITING) for the next
 pass; one that only lacks data in the regions with its hardware waits for
-data (WAITING_DATA) and, with a migration service, asks for it to be copied.
+data (WAITING_DATA) and, with a migration service, asks for it to be copied;
+a region that does not answer (cut off, or with no leader) is left out of
+that judgement rather than counted as one that lacks nothing but data.
+
+A region gone dark (MAST §3.5): when the region's RMS role and every one of
+its CM roles have had no leader for `region_lost_after` (checked at every
+pass), its DISPATCHING and RUNNING workloads go back to the queue, each by a
+compare-and-set on the auction that sent it there, so a report of that
+dispatch arriving late changes nothing. They are auctioned again in the same
+pass: work whose data has a replica elsewhere runs there from its last
+checkpoint; the rest waits. Requiring the CMs dark too keeps a region whose
+RMS alone is down (its jobs still run) from being emptied twice over. When
+the region comes back its CMs release what is left of those attempts
+(`actors/cm.py`) and its RMS adopts none of them (`actors/rms.py`).
 """
 
 from __future__ import annotations
@@ -41,7 +54,7 @@ from actors.policies.mast_registry import resolve
 from actors.policies.quota import TenantQuota
 from emulator.actor import on
 from emulator.scenario import Duration
-from store import fleet, queue
+from store import fleet, leases, queue
 from store.queue import QUEUED, QueueEntry
 from store.records import GPUS_PER_MACHINE, WorkloadSpec
 
@@ -64,6 +77,9 @@ class GMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     # copies its data to a region with its hardware by this soft deadline.
     on_demand: bool = False
     on_demand_deadline: Duration = Duration(2 * 3_600_000_000)
+    # A region whose RMS and CM roles all have had no leader this long is lost:
+    # its running work is queued again (module docstring).
+    region_lost_after: Duration = Duration(600_000_000)
 
 
 class _Scan(msgspec.Struct, frozen=True, tag=True):
@@ -98,6 +114,13 @@ class GlobalScheduler(LeaseHolder):
                     unit = GPUS_PER_MACHINE if kind != "cpu" else 1
                     key = None if kind == "cpu" else kind
                     self.supply.setdefault(key, {})[region] = float(machines * unit)
+        # Region → its RMS and CM roles (a region is dark when none has a leader).
+        self.region_roles: dict[str, tuple[str, ...]] = {
+            r: (f"rms/{r}",) for r in self.params.regions
+        }
+        for cluster in await self.store(fleet.clusters):
+            if cluster.region in self.region_roles:
+                self.region_roles[cluster.region] += (f"cm/{cluster.id}",)
         await self.lead("gms")
 
     async def on_lead(self) -> None:
@@ -126,6 +149,7 @@ class GlobalScheduler(LeaseHolder):
         if await self.take_lead() is None:
             return
         self.scans += 1
+        await self._requeue_lost_regions()
         t0 = time.perf_counter()
         ranked = await self._rank()
         # Wall time of the pass goes to metrics only (MAST Fig. 9); it never steers the run.
@@ -142,6 +166,53 @@ class GlobalScheduler(LeaseHolder):
             await self._auction(entry_id, priority)
         for region in self.params.regions:
             self.send(f"rms/{region}", ScanEnd(scan=self.scans, gms_epoch=epoch))
+
+    async def _requeue_lost_regions(self) -> None:
+        """Queue again the active workloads of every region dark for `region_lost_after`.
+
+        Dark: none of the region's roles has a leader now (service discovery
+        says so at no cost); since when is the last expiry of their leases in
+        the store, so a GMS that has just taken over judges as its predecessor
+        would have, and a leader that came and went between two passes counts.
+        """
+        now = self.now_us
+        for region in self.params.regions:
+            roles = self.region_roles[region]
+            if any(self.leader_of(role) is not None for role in roles):
+                continue
+            since = 0
+            for role in roles:
+                lease = await self.store(leases.get, role)
+                if lease is not None:
+                    since = max(since, lease.expires_at_us)
+            if now - since < self.params.region_lost_after:
+                continue
+            active = [
+                e
+                for e in await self.store(queue.in_states, ("DISPATCHING", "RUNNING"))
+                if e.region == region and e.auction_id is not None
+            ]
+            if not active:
+                continue
+            # Before the writes: the checkers learn which attempts are given up.
+            self.decision(
+                "gms.region-lost",
+                {
+                    "region": region,
+                    "dark_since_us": since,
+                    "roles": list(roles),
+                    "workloads": [[e.id, e.auction_id] for e in active],
+                },
+            )
+            for entry in active:
+                await self.store(
+                    queue.transition,
+                    entry.id,
+                    ("DISPATCHING", "RUNNING"),
+                    "PENDING",
+                    now,
+                    entry.auction_id,
+                )
 
     async def _rank(self) -> list[tuple[str, int]]:
         queued = await self.store(queue.in_states, QUEUED)
@@ -236,9 +307,11 @@ class GlobalScheduler(LeaseHolder):
             )
             return
         reasons = sorted({a.reason for a in abstains})
-        # Waiting for data: every region that has the hardware lacks the data.
+        # Waiting for data: every region that answered and has the hardware lacks
+        # the data. One that did not answer (cut off, dark) says nothing either way:
+        # counting it would stop the data requests for as long as the cut lasts.
         for_data = "no_data" in reasons and set(reasons) <= {"no_data", "no_hardware"}
-        state = "WAITING_DATA" if for_data and len(abstains) == len(regions) else "WAITING"
+        state = "WAITING_DATA" if for_data else "WAITING"
         await self.store(queue.transition, workload_id, QUEUED, state, self.now_us)
         self.decision(
             "auction.none",

@@ -69,7 +69,9 @@ class WorkloadLiveness:
         self.grace_us = grace_us
         self.workloads: dict[str, _Workload] = {}
         self.hosts: dict[str, _Host] = {}
-        self.held: dict[tuple[str, str], list[tuple[str, int]]] = {}
+        # Every allocation of each job in the store, by host: an attempt started
+        # elsewhere leaves the old ones until their CM frees them (`fleet.leftovers`).
+        self.held: dict[tuple[str, str], dict[str, int]] = {}
         self.ready: dict[str, set[str]] = {}
         self.copying: dict[tuple[str, str], int] = {}
         self.moves_data = False
@@ -125,9 +127,9 @@ class WorkloadLiveness:
         if result is None:
             return
         wid, job = args[2], args[3]
-        held = [(h, int(n)) for h, n in args[6]] + [(h, 1) for h in args[7]]
-        self.held[(wid, job)] = held
-        for host, n in held:
+        held = self.held.setdefault((wid, job), {})
+        for host, n in [(h, int(n)) for h, n in args[6]] + [(h, 1) for h in args[7]]:
+            held[host] = held.get(host, 0) + n
             self._use(host, n, t_us)
         w = self.workloads.get(wid)
         if w is not None:
@@ -138,12 +140,17 @@ class WorkloadLiveness:
         if not result:
             return
         wid, job = args[2], args[3]
-        for host, n in self.held.pop((wid, job), []):
+        for host, n in self.held.pop((wid, job), {}).items():
             self._use(host, -n, t_us)
         w = self.workloads.get(wid)
         if w is not None and job in w.alive:
             w.alive.discard(job)
             w.last_held_us = t_us
+
+    def _fleet_leftovers(self, args: list[Any], result: Any, t_us: int) -> None:
+        for host, wid, job in result or ():
+            n = self.held.get((wid, job), {}).pop(host, 0)
+            self._use(host, -n, t_us)
 
     def _use(self, host: str, n: int, t_us: int) -> None:
         h = self.hosts.get(host)

@@ -90,6 +90,9 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     workload: GeneratorParams = GeneratorParams()
     scan_interval: Duration = Duration(300_000_000)
     auction_deadline: Duration = Duration(2_000_000)
+    # A region whose RMS and CMs all have had no leader this long is lost: the
+    # GMS queues its running work again (`actors/gms.py`).
+    region_lost_after: Duration = Duration(600_000_000)
     checkpoint_cost: Duration = Duration(30_000_000)
     credit: CreditParams = CreditParams()
     lease: LeaseTiming = LeaseTiming()
@@ -160,6 +163,11 @@ class MastSystem:
     ) -> None:
         self.kind = kind
         self.classes = {"gms": gms, "rms": rms, "cm": cm, "migration": migration}
+
+    @staticmethod
+    def policies() -> list[str]:
+        """The policies a scenario of this system may name (`mastemu policies`)."""
+        return mast_registry.names()
 
     @staticmethod
     def slow_path(params: MastParams) -> tuple[TetrisSettings, MigrationSettings]:
@@ -266,6 +274,7 @@ class MastSystem:
             regions=regions,
             scan_interval=params.scan_interval,
             auction_deadline=params.auction_deadline,
+            region_lost_after=params.region_lost_after,
             credit=params.credit,
             policy=params.policy,
             policy_params=params.policy_params.get(params.policy, {}),

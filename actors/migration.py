@@ -170,8 +170,14 @@ class MigrationService(LeaseHolder):
             self.send_reliably("tetris", ready)
 
     async def _replan(self) -> None:
-        """Persist what every flow moved, then start, pace and stop flows as planned."""
-        if await self.acquire() is None:
+        """Persist what every flow moved, then start, pace and stop flows as planned.
+
+        Only while leading: `acquire` may hand back a lease whose answer came
+        so late (a slow store) that it has run out by now, or an epoch whose
+        state this instance has not rebuilt yet; either way it acts no more
+        until its renewal timer makes it lead again.
+        """
+        if await self.acquire() is None or not self.leading:
             self._stop_all()
             return
         await self._persist()

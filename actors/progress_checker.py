@@ -9,9 +9,10 @@ current attempt (`fleet.checkpoint`), and each new attempt starts from it
 - the committed checkpoint: it may only grow, and only the current
   attempt may write it;
 - each attempt's starting point: the checkpoint `fleet.start` handed out
-  must be the last one committed;
-- what the attempt's agent does from there. The agent's start is not
-  traced, so it is judged by what the agent writes and says: a checkpoint
+  must be the last one committed, and so must the progress the CM
+  launches the attempt's agent from (its `cm.agent-start` decision);
+- what the attempt's agent does from there, judged by what the agent
+  writes and says: a checkpoint
   it tries to save (committed or refused) below its starting point means it
   runs from before its checkpoint; one above what it could have done since
   the attempt started (at the fastest pace its plans allow) means it runs
@@ -79,7 +80,7 @@ def _message(payload: Any) -> dict[str, Any] | None:
 
 class ProgressChecker:
     name = "progress"
-    kinds = ("store", "deliver")
+    kinds = ("store", "deliver", "decision")
 
     def __init__(self) -> None:
         self.jobs: dict[Key, Job] = {}
@@ -92,6 +93,8 @@ class ProgressChecker:
 
     # ---- dispatch ----------------------------------------------------------------
     def observe(self, event: TraceEvent) -> list[str]:
+        if event.kind == "decision":
+            return self._agent_start(event.payload) if event.type == "cm.agent-start" else []
         if event.kind == "deliver":
             if event.type == "AgentStopped":
                 msg = _message(event.payload)
@@ -205,6 +208,23 @@ class ProgressChecker:
         return out
 
     # ---- what agents say -------------------------------------------------------------
+    def _agent_start(self, payload: dict[str, Any]) -> list[str]:
+        """A CM launched an attempt's agent (`cm.agent-start`): from the last checkpoint."""
+        job = self.jobs.get((str(payload["workload"]), str(payload["job"])))
+        number, progress = int(payload["attempt"]), int(payload["progress_us"])
+        who = f"{payload['workload']}/{payload['job']} attempt {number}"
+        attempt = job.attempts.get(number) if job is not None else None
+        if job is None or attempt is None or number != job.current:
+            current = job.current if job is not None else 0
+            return [f"{who}: agent launched, but the store's current attempt is {current}"]
+        if "launch" in attempt.reported or progress == job.checkpoint_us:
+            return []
+        attempt.reported.add("launch")
+        return [
+            f"{who}: agent launched from {format_us(progress)} of progress, but the last "
+            f"committed checkpoint is {format_us(job.checkpoint_us)}"
+        ]
+
     def _stopped(self, msg: dict[str, Any]) -> list[str]:
         workload, name = msg.get("workload_id"), msg.get("job")
         job = self.jobs.get((str(workload), str(name)))

@@ -127,16 +127,28 @@ class RegionalScheduler(LeaseHolder):
         the store shows: if every job of the workload holds machines, the gang
         started whole and is reported so; if only some do, the plans of the
         others died with the old RMS, so the started jobs are rolled back.
+
+        Only the current dispatch counts: a workload the GMS gave up while
+        this region was dark (`actors/gms.py`) runs elsewhere or waits in the
+        queue, and is not adopted; and job rows in this region's clusters
+        that were started before the workload last went back to the queue
+        are what an earlier dispatch left (their CMs release them), not jobs
+        of the current one.
         """
         p = self.params
-        by_workload: dict[str, dict[str, tuple[str, str]]] = {}
+        by_workload: dict[str, dict[str, tuple[str, str, int]]] = {}
         for cluster in p.clusters:
             for row in await self.store(fleet.jobs, cluster):
-                by_workload.setdefault(row.workload_id, {})[row.job] = (cluster, row.state)
+                started = row.started_us if row.started_us is not None else 0
+                by_workload.setdefault(row.workload_id, {})[row.job] = (cluster, row.state, started)
         for entry in await self.store(queue.in_states, ("DISPATCHING", "RUNNING")):
             if entry.region != p.region or entry.auction_id is None:
                 continue
-            jobs = by_workload.get(entry.id, {})
+            jobs = {
+                job: (cluster, state)
+                for job, (cluster, state, started) in by_workload.get(entry.id, {}).items()
+                if started >= entry.queued_us
+            }
             live = {job: c for job, (c, state) in jobs.items() if state in fleet.LIVE_JOB_STATES}
             if live and entry.state == "DISPATCHING":
                 spec = await self.store(queue.spec, entry.id)

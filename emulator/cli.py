@@ -71,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
         "list", help="list the built-in scenarios", description="List built-in scenarios."
     )
 
+    policies = sub.add_parser(
+        "policies",
+        help="list the scheduling policies of each system kind",
+        description="List the policies a scenario's `[system] policy` may name, per system kind.",
+    )
+    policies.add_argument("--json", action="store_true", help="print {kind: [policy, …]}")
+
     run = sub.add_parser("run", help="run a scenario", description="Run a scenario to its end.")
     run.add_argument("scenario", metavar="SCENARIO|FILE", help="built-in name or a TOML file")
     run.add_argument("--seed", type=_seed, help="override the scenario's seed")
@@ -190,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     commands: dict[str, Callable[[argparse.Namespace], int]] = {
         "list": cmd_list,
+        "policies": cmd_policies,
         "run": cmd_run,
         "replay": cmd_replay,
         "export": cmd_export,
@@ -226,6 +234,24 @@ def cmd_list(args: argparse.Namespace) -> int:
     for name, path in builtin_scenarios().items():
         scenario, _ = load_scenario_file(path)
         print(f"{name:<24} {format_us(scenario.duration):>14}  {scenario.description}")
+    return EXIT_OK
+
+
+def cmd_policies(args: argparse.Namespace) -> int:
+    from emulator.registry import SYSTEMS, load_plugins
+
+    load_plugins()
+    # A system without a `policies` hook (the lease demonstration) has none to choose.
+    listed = {
+        kind: list(system.policies())
+        for kind, system in sorted(SYSTEMS.items())
+        if callable(getattr(system, "policies", None))
+    }
+    if args.json:
+        print(json.dumps(listed, sort_keys=True))
+    else:
+        for kind, names in listed.items():
+            print(f"{kind:<10} {', '.join(names)}")
     return EXIT_OK
 
 

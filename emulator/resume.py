@@ -18,8 +18,19 @@ Resuming treats the kill as a crash of every actor at T followed by a restart:
 - the network's and the machines' fault state at T is rebuilt by replaying
   the fault schedule's network and hardware faults up to T with the trace
   muted (their events are in the stored trace already); faults after T, and
-  the ends of fault windows still open at T, fire as scheduled; actor faults
-  before T need no replay, since every actor restarts at T;
+  the ends of fault windows still open at T, fire as scheduled;
+- actor faults (crash, pause, slow-store) are not replayed: the stored trace
+  says which actors they hit, and the schedule how long each window lasts.
+  A window still open at T stays open for the rest of its time and ends as
+  scheduled, with the same `end` event, so reports and checkers see the one
+  window the killed run began. An actor a crash fault left down at T comes
+  back when that crash's restart was due (never, for a crash without one,
+  unless a `restart` fault or the final heal restarts it); an actor frozen by
+  a pause at T comes back when the pause ends: it was frozen when the process
+  died, and a restart that ran at T would act (take a lease, send) while it
+  should be frozen. A slow store stays slow for its actors until its window
+  ends. The `resume` event lists the windows carried over and the actors
+  held back;
 - random streams are derived from (seed, T), so a resume is deterministic: the
   same database resumed twice gives the same trace hash;
 - the trace goes on in the same database after a `run`/`resume` event, and the
@@ -50,10 +61,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
-from emulator.errors import ScenarioError
+from emulator.errors import EmulatorInternalError, ScenarioError
 from emulator.faults import FaultInjector
 from emulator.invariants import Checker, OnlineChecking, make_checkers
 from emulator.kernel import Kernel
@@ -75,7 +87,13 @@ from emulator.runner import (
     run_end_us,
     run_result,
 )
-from emulator.scenario import Fault, decode_scenario
+from emulator.scenario import (
+    CrashFault,
+    Fault,
+    PauseFault,
+    SlowStoreFault,
+    decode_scenario,
+)
 from emulator.timeunits import format_us
 from emulator.trace import TraceEvent, Tracer
 from store import Store, StoreError
@@ -83,6 +101,11 @@ from store.runs import RunMeta, clear_violations, get_run_meta, put_run_meta
 from store.trace import TraceWriter, iter_trace_records
 
 FINISHED = ("ok", "violated")
+# The faults whose windows belong to actors (`FaultInjector._fire`), and the
+# reason the kernel records for a crash one of them caused.
+ACTOR_WINDOWS = ("crash", "pause", "slow-store")
+FAULT_CRASH = "fault #"
+LIMIT_REACHED = "(restart limit reached)"
 _DECODER = msgspec.msgpack.Decoder()
 
 
@@ -126,6 +149,16 @@ class Prefix:
     up: set[str] = field(default_factory=set)
     exited: set[str] = field(default_factory=set)
     violations: list[tuple[int, int, str, str]] = field(default_factory=list)
+    # The last crash of each actor that was down at the last event: (time, reason).
+    crashed: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # Until when each frozen actor was paused (the kernel's `pause` events).
+    paused_until_us: dict[str, int] = field(default_factory=dict)
+    # Every actor-fault window begun: (time, action, the `start` event's payload).
+    actor_faults: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
+    # The actors the final heal would restart (`FaultInjector._crashed`).
+    fault_crashed: set[str] = field(default_factory=set)
+    # The last final heal: its time, and how many actor-fault windows began before it.
+    final_heal: tuple[int, int] = (0, 0)
 
     def note(self, event: TraceEvent) -> None:
         self.last_seq, self.last_t_us = event.seq, event.t_us
@@ -134,15 +167,38 @@ class Prefix:
             self.incarnation[address] = int(event.payload)
             self.up.add(address)
             self.exited.discard(address)
+            self.crashed.pop(address, None)
         elif kind == "crash":
-            # A traced crash ends an incarnation (`Kernel._crash` counts it up).
+            # A traced crash ends an incarnation (`Kernel._crash` counts it up)
+            # and any pause of it.
             self.incarnation[address] = self.incarnation.get(address, 0) + 1
             self.up.discard(address)
+            self.crashed[address] = (event.t_us, str(event.payload))
+            self.paused_until_us.pop(address, None)
+            if str(event.payload).startswith(FAULT_CRASH):
+                self.fault_crashed.add(address)
         elif kind == "exit":
             self.up.discard(address)
             self.exited.add(address)
+        elif kind == "pause":
+            until = event.t_us + int(event.payload)
+            self.paused_until_us[address] = max(self.paused_until_us.get(address, 0), until)
+        elif kind == "unpause":
+            self.paused_until_us.pop(address, None)
+        elif kind == "fault":
+            self._fault(event)
         elif kind == "violation":
             self.violations.append((event.seq, event.t_us, event.type, str(event.payload)))
+
+    def _fault(self, event: TraceEvent) -> None:
+        action, _, phase = event.type.rpartition(".")
+        if phase == "start" and action in ACTOR_WINDOWS:
+            self.actor_faults.append((event.t_us, action, event.payload))
+        elif (action, phase) == ("restart", "instant"):
+            self.fault_crashed.discard(event.payload["actor"])
+        elif (action, phase) == ("final-heal", "end"):
+            self.fault_crashed.clear()
+            self.final_heal = (event.t_us, len(self.actor_faults))
 
     def restart_incarnation(self, address: str) -> int:
         """The incarnation `address` restarts as: the kill ends the one that was up.
@@ -207,7 +263,8 @@ async def _open_run(db: Path) -> tuple[Store, RunMeta]:
 
 
 def _is_actor_fault(fault: Fault) -> bool:
-    # Actor faults name a target; every actor restarts at the resume point anyway.
+    # Actor faults name a target. They are not replayed: every actor restarts
+    # at the resume point, and `actor_windows` carries their open windows over.
     return hasattr(fault, "target")
 
 
@@ -221,6 +278,135 @@ def _schedule_after(injector: FaultInjector, faults: list[Fault], after_us: int)
     for index, fault in enumerate(faults):
         if int(fault.at) > after_us:
             injector.kernel.at(int(fault.at), injector._fire, fault, index)
+
+
+@dataclass(frozen=True)
+class ActorWindow:
+    """One actor's window of a crash, pause or slow-store fault begun before the resume."""
+
+    action: str
+    actor: str
+    start_us: int
+    end_us: int | None  # None: a crash with no restart
+    index: int | None = None  # a crash's fault index (`fault #N` in the kernel's crash)
+    latency_us: int = 0  # a slow store's
+
+    @property
+    def name(self) -> str:
+        return f"{self.action} {self.actor}"
+
+
+def _window_key(fault: Fault, index: int) -> tuple[Any, ...] | None:
+    """What a fault's `start` events say of it: time, action, target and index or latency."""
+    if isinstance(fault, CrashFault):
+        return (int(fault.at), "crash", fault.target, index)
+    if isinstance(fault, PauseFault):
+        return (int(fault.at), "pause", fault.target, None)
+    if isinstance(fault, SlowStoreFault):
+        return (int(fault.at), "slow-store", fault.target, int(fault.latency))
+    return None
+
+
+def _start_key(t_us: int, action: str, detail: dict[str, Any]) -> tuple[Any, ...]:
+    extra = detail.get("index") if action == "crash" else detail.get("latency_us")
+    return (t_us, action, detail["target"], extra)
+
+
+def _length_us(fault: Fault) -> int | None:
+    if isinstance(fault, CrashFault):
+        return int(fault.restart_after) if fault.restart_after is not None else None
+    assert isinstance(fault, PauseFault | SlowStoreFault)
+    return int(fault.duration)
+
+
+def actor_windows(prefix: Prefix, faults: FaultSchedule) -> list[ActorWindow]:
+    """Every actor-fault window the stored trace began, with its scheduled end.
+
+    The trace names the actors a fault hit (its target was resolved when it
+    fired); the schedule gives the window's length. A `start` event is
+    matched with the fault of the same time, action and target (and index or
+    latency); when several faults share all of those (say, two pauses of one
+    leader at one instant), the n-th window of an actor goes with the n-th
+    of them, in firing order: scenario faults before the nemesis' at one time.
+    """
+    by_key: dict[tuple[Any, ...], list[Fault]] = {}
+    listed = [(f, i) for some in (faults.scenario, faults.nemesis) for i, f in enumerate(some)]
+    for fault, index in sorted(listed, key=lambda pair: int(pair[0].at)):
+        key = _window_key(fault, index)
+        if key is not None:
+            by_key.setdefault(key, []).append(fault)
+    seen: dict[tuple[Any, ...], int] = {}
+    windows = []
+    heal_us, healed = prefix.final_heal
+    for position, (t_us, action, detail) in enumerate(prefix.actor_faults):
+        key = _start_key(t_us, action, detail)
+        matches = by_key.get(key)
+        if not matches:
+            raise EmulatorInternalError(f"the traced {action} at {t_us} µs is not scheduled")
+        nth = seen.get((*key, detail["actor"]), 0)
+        seen[(*key, detail["actor"])] = nth + 1
+        length = _length_us(matches[min(nth, len(matches) - 1)])
+        end_us = t_us + length if length is not None else None
+        if action == "slow-store" and position < healed and end_us is not None:
+            end_us = min(end_us, heal_us)  # the final heal ended it (and traced its end)
+        index = detail.get("index") if action == "crash" else None
+        latency = int(detail.get("latency_us", 0))
+        windows.append(ActorWindow(action, detail["actor"], t_us, end_us, index, latency))
+    return windows
+
+
+def held_back(prefix: Prefix, windows: list[ActorWindow], resume_us: int) -> dict[str, int | None]:
+    """The actors that do not restart at the resume point: when each comes back (None: never).
+
+    A paused actor comes back when its pause ends; one a crash fault left
+    down, when that crash's restart is due (never without one, unless a
+    `restart` fault or the final heal restarts it); one that used up its
+    restarts after errors stays down. Any other actor down at the resume
+    point (its host down, say) restarts there as the kernel would have.
+    """
+    held: dict[str, int | None] = {}
+    for actor, until_us in prefix.paused_until_us.items():
+        if actor in prefix.up and until_us > resume_us:
+            held[actor] = until_us
+    for actor, (t_us, reason) in prefix.crashed.items():
+        if actor in prefix.up or actor in prefix.exited:
+            continue
+        if reason.endswith(LIMIT_REACHED):
+            held[actor] = None
+        elif reason.startswith(FAULT_CRASH):
+            crash = (actor, t_us, int(reason.removeprefix(FAULT_CRASH)))
+            ends = [w.end_us for w in windows if (w.actor, w.start_us, w.index) == crash]
+            if not ends:
+                raise EmulatorInternalError(f"{actor}'s crash at {t_us} µs has no fault window")
+            if ends[0] is None or ends[0] > resume_us:
+                held[actor] = ends[0]
+    return held
+
+
+class ResumedFaults(FaultInjector):
+    """The resumed run's injector: it also carries the actor-fault windows of the prefix."""
+
+    def carry(self, windows: list[ActorWindow], crashed: set[str], resume_us: int) -> None:
+        """Take over the windows begun before `resume_us`; end those still open on time.
+
+        `crashed` is who the final heal must restart. No `start` event is
+        traced again: the stored trace has it, and its `end` comes as scheduled.
+        """
+        k = self.kernel
+        self._crashed = set(crashed)
+        for window in windows:
+            self.windows.append((window.start_us, window.end_us, window.name))
+            end_us, actor = window.end_us, window.actor
+            if end_us is not None and end_us <= resume_us:
+                continue
+            if window.action == "slow-store":
+                assert end_us is not None
+                self._slow_seq += 1
+                self._slow.setdefault(actor, {})[self._slow_seq] = window.latency_us
+                self._apply_slow(actor)
+                k.at(end_us, self._end_slow, actor, self._slow_seq)
+            elif end_us is not None:
+                k.at(end_us, self._trace, "end", window.action, {"actor": actor})
 
 
 async def _replay_hardware(kernel: Kernel, faults: FaultSchedule, resume_us: int) -> FaultInjector:
@@ -342,6 +528,13 @@ async def _restart(
     roles = list(plan.roles) + (build.roles if build is not None else [])
     faults = fault_schedule(plan, seed, roles, network.topology)
     past = await _replay_hardware(kernel, faults, resume_us)
+    actors = list(plan.actors) + (list(build.actors) if build is not None else [])
+    windows = actor_windows(prefix, faults)
+    addresses = {address for address, *_ in actors}
+    held = {a: t for a, t in held_back(prefix, windows, resume_us).items() if a in addresses}
+    carried = [
+        [w.start_us, w.end_us, w.name] for w in windows if w.end_us is None or w.end_us > resume_us
+    ]
     # Attached before the resume point is recorded: checkers excuse what the
     # kill did (e.g. a preemption victim's agent dying before its checkpoint).
     checking = OnlineChecking(kernel, checkers)
@@ -351,23 +544,34 @@ async def _restart(
         "",
         "",
         "resume",
-        {"after_seq": prefix.last_seq, "status": meta.status, "seed": seed},
+        {
+            "after_seq": prefix.last_seq,
+            "status": meta.status,
+            "seed": seed,
+            "open_faults": carried,
+            "held": held,
+        },
     )
     kernel.violations.extend(prefix.violations)
     if prefix.violations and scenario.invariants.stop_on_violation:
         kernel.request_stop(f"invariant {prefix.violations[0][2]} violated")
-    actors = list(plan.actors) + (list(build.actors) if build is not None else [])
+    # An actor held back for good still needs its slot (a `restart` fault or
+    # the final heal may start it): it is due to start after the run's end.
+    never_us = int(scenario.duration) + 1
     for address, host, start_us, factory in actors:
         if start_us > resume_us:
             kernel.spawn(address, host, factory, at_us=start_us)
         elif address not in prefix.exited:
             incarnation = prefix.restart_incarnation(address)
-            kernel.spawn(address, host, factory, at_us=resume_us, incarnation=incarnation)
+            at_us = held.get(address, resume_us)
+            at_us = never_us if at_us is None else at_us
+            kernel.spawn(address, host, factory, at_us=at_us, incarnation=incarnation)
     if build is not None:
         kernel.hardware_watchers = build.hardware_watchers
-    injector = FaultInjector(kernel)
+    injector = ResumedFaults(kernel)
     _schedule_after(injector, faults.scenario, resume_us)
     _schedule_after(injector, faults.nemesis, resume_us)
+    injector.carry(windows, prefix.fault_crashed, resume_us)
     if faults.heal_at_us is not None and faults.heal_at_us > resume_us:
         kernel.at(faults.heal_at_us, injector.final_heal)
     return Restarted(kernel, checking, (past, injector))

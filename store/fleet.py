@@ -6,6 +6,15 @@ in) and writes it under its own (`ras/REGION`). Starting a job re-checks
 capacity inside the transaction, so no GPU is ever handed to two running jobs
 even if two plans raced, nor a machine to jobs of two clusters: capacity
 counts every allocation on the host, whichever cluster's job holds it.
+
+Left-over allocations: when the GMS gives a dark region up (`actors/gms.py`),
+its jobs start again elsewhere (the job's one row moves there, a new
+attempt) while the allocations of the dead attempt stay on the dark
+region's machines, still counted as used. The region's CM frees them when
+it comes back (`free_leftovers`); until then they keep their GPUs from
+anyone else, which errs on the side of never promising a machine twice.
+Writes that concern one attempt of a job take its number, so a CM acting on
+an attempt that another cluster has since replaced changes nothing.
 """
 
 from __future__ import annotations
@@ -227,6 +236,41 @@ async def job(store: Store, workload_id: str, job_name: str) -> JobRow | None:
 LIVE_JOB_STATES = ("STARTING", "RUNNING", "CHECKPOINTING")
 
 
+async def dispatches(
+    store: Store,
+    cluster: str,
+    region: str,
+    states: Sequence[str],
+    workload_id: str | None = None,
+) -> list[tuple[JobRow, int | None]]:
+    """The cluster's jobs in `states`, each with the auction of the dispatch it still serves.
+
+    None instead of the auction when the job's workload is no longer
+    DISPATCHING or RUNNING in `region` under the dispatch this attempt was
+    started for: it went back to the queue after the attempt started (the
+    queue's `queued_us` is later than the job's `started_us`), and perhaps
+    on to another region or to its end. Such an attempt is nobody's work
+    any more: its CM releases it and restarts nothing. With `workload_id`,
+    that workload's jobs only.
+    """
+    marks = ", ".join("?" for _ in states)
+    sql = (
+        f"SELECT {', '.join('j.' + c.strip() for c in _JOB_COLS.split(','))}, "
+        "CASE WHEN w.state IN ('DISPATCHING', 'RUNNING') AND w.region = ? "
+        "AND coalesce(j.started_us, 0) >= w.queued_us THEN w.auction_id END "
+        "FROM jobs j LEFT JOIN workloads w ON w.id = j.workload_id "
+        f"WHERE j.cluster = ? AND j.state IN ({marks})"
+    )
+    params: tuple[Any, ...] = (region, cluster, *states)
+    if workload_id is not None:
+        sql += " AND j.workload_id = ?"
+        params += (workload_id,)
+    rows = await store.fetchall(sql + " ORDER BY j.workload_id, j.job", params)
+    return [
+        (JobRow(**dict(zip(JobRow.__struct_fields__, r[:-1], strict=True))), r[-1]) for r in rows
+    ]
+
+
 async def gang_placed(store: Store, workload_id: str) -> bool:
     """Whether every job of the workload holds machines, so that its gang may train.
 
@@ -266,7 +310,8 @@ async def start_job(
     Returns `(attempt, checkpoint_us)`: the attempt number (1 for the first
     start) and the saved progress it resumes from. Refused (None) when the CM
     no longer holds its lease, a machine is unhealthy or outside the cluster,
-    or the request exceeds what is free.
+    the request exceeds what is free, or a machine still holds a left-over
+    allocation of the same job (module docstring) until its CM frees it.
     """
     params = fence.params(now_us)
     async with store.transaction() as conn:
@@ -277,9 +322,16 @@ async def start_job(
         rows = await conn.execute_fetchall(
             f"SELECT {FENCE}, m.host, m.gpus, m.healthy, m.cluster, "
             "coalesce((SELECT sum(a.gpus) FROM allocations a WHERE a.host = m.host), 0), "
-            "(SELECT count(*) FROM allocations a WHERE a.host = m.host AND a.cpu = 1) "
+            "(SELECT count(*) FROM allocations a WHERE a.host = m.host AND a.cpu = 1), "
+            "EXISTS (SELECT 1 FROM allocations a WHERE a.host = m.host "
+            "AND a.workload_id = :w AND a.job = :j) "
             f"FROM machines m WHERE m.host IN ({marks})",
-            {**params, **{f"h{i}": h for i, h in enumerate(hosts)}},
+            {
+                **params,
+                **{f"h{i}": h for i, h in enumerate(hosts)},
+                "w": workload_id,
+                "j": job_name,
+            },
         )
         rows = list(rows)
         if rows:
@@ -288,7 +340,9 @@ async def start_job(
             ok = next(iter(await conn.execute_fetchall(f"SELECT {FENCE}", params)))[0]
         if not ok:
             return None
-        state = {h: (g, bool(ok_), c, used, cpu_used) for _, h, g, ok_, c, used, cpu_used in rows}
+        if any(row[-1] for row in rows):
+            return None  # a left-over allocation of this job: the row would collide
+        state = {h: (g, bool(ok_), c, used, cpu) for _, h, g, ok_, c, used, cpu, _ in rows}
         for host, n in gpus:
             total, healthy, in_cluster, used, _ = state.get(host, (0, False, None, 0, 0))
             if not healthy or in_cluster != cluster or used + n > total:
@@ -318,13 +372,26 @@ async def start_job(
 
 @store_event("fleet.state")
 async def set_job_state(
-    store: Store, fence: Fence, now_us: int, workload_id: str, job_name: str, state: str
+    store: Store,
+    fence: Fence,
+    now_us: int,
+    workload_id: str,
+    job_name: str,
+    state: str,
+    attempt: int | None = None,
 ) -> bool:
-    """Move a job to RUNNING or CHECKPOINTING (fenced by the CM lease)."""
+    """Move a job to RUNNING or CHECKPOINTING (fenced by the CM lease, and `attempt` if given)."""
     changed = await store.write(
         "UPDATE jobs SET state = :state WHERE workload_id = :w AND job = :j "
+        "AND (:attempt IS NULL OR attempt = :attempt) "
         f"AND state NOT IN ('STOPPED', 'DONE') AND {FENCE}",
-        {**fence.params(now_us), "state": state, "w": workload_id, "j": job_name},
+        {
+            **fence.params(now_us),
+            "state": state,
+            "w": workload_id,
+            "j": job_name,
+            "attempt": attempt,
+        },
     )
     return changed == 1
 
@@ -348,22 +415,73 @@ async def checkpoint(
 
 @store_event("fleet.release")
 async def release_job(
-    store: Store, fence: Fence, now_us: int, workload_id: str, job_name: str, state: str
+    store: Store,
+    fence: Fence,
+    now_us: int,
+    workload_id: str,
+    job_name: str,
+    state: str,
+    attempt: int | None = None,
 ) -> bool:
-    """Free a job's machines and set it STOPPED (preempted, failed) or DONE."""
+    """Free a job's machines and set it STOPPED (preempted, failed) or DONE.
+
+    With `attempt`, only while that attempt is the job's current one: once
+    the job started again elsewhere (module docstring) the row is not this
+    caller's any more, and nothing changes (False).
+    """
     if state not in ("STOPPED", "DONE"):
         raise ValueError(f"release to {state!r}: expected STOPPED or DONE")
-    params = {**fence.params(now_us), "state": state, "w": workload_id, "j": job_name}
+    params = {
+        **fence.params(now_us),
+        "state": state,
+        "w": workload_id,
+        "j": job_name,
+        "attempt": attempt,
+    }
     async with store.transaction() as conn:
         # Fenced UPDATE first: when it changes the job's row, the fence holds
         # and one round trip is saved; otherwise ask for the fence on its own.
         cur = await conn.execute(
-            f"UPDATE jobs SET state = :state WHERE workload_id = :w AND job = :j AND {FENCE}",
+            "UPDATE jobs SET state = :state WHERE workload_id = :w AND job = :j "
+            f"AND (:attempt IS NULL OR attempt = :attempt) AND {FENCE}",
             params,
         )
         if cur.rowcount != 1:
             ok = next(iter(await conn.execute_fetchall(f"SELECT {FENCE}", params)))[0]
-            if not ok:
+            if not ok or attempt is not None:
                 return False
         await conn.execute("DELETE FROM allocations WHERE workload_id = :w AND job = :j", params)
     return True
+
+
+@store_event("fleet.leftovers")
+async def free_leftovers(
+    store: Store, fence: Fence, now_us: int, cluster: str
+) -> list[tuple[str, str, str]]:
+    """Free the allocations on the cluster's machines that no current attempt holds.
+
+    Those of an earlier attempt (allocated before the job's row last
+    started, whichever cluster it started in) or of a job that holds
+    nothing any more (STOPPED, DONE). Fenced by the cluster's CM lease;
+    returns the `(host, workload, job)` rows freed, sorted.
+    """
+    params = {**fence.params(now_us), "cluster": cluster}
+    marks = ", ".join(f"'{s}'" for s in LIVE_JOB_STATES)
+    async with store.transaction() as conn:
+        ok = next(iter(await conn.execute_fetchall(f"SELECT {FENCE}", params)))[0]
+        if not ok:
+            return []
+        rows = await conn.execute_fetchall(
+            "SELECT a.host, a.workload_id, a.job FROM allocations a "
+            "JOIN machines m ON m.host = a.host "
+            "LEFT JOIN jobs j ON j.workload_id = a.workload_id AND j.job = a.job "
+            "WHERE m.cluster = :cluster AND (j.job IS NULL "
+            f"OR j.state NOT IN ({marks}) OR a.since_us < j.started_us) "
+            "ORDER BY 1, 2, 3",
+            params,
+        )
+        freed = [(h, w, j) for h, w, j in rows]
+        await conn.executemany(
+            "DELETE FROM allocations WHERE host = ? AND workload_id = ? AND job = ?", freed
+        )
+    return freed

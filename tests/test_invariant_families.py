@@ -34,6 +34,7 @@ from store import Store
 from store.events import store_event
 from store.queue import Fence
 from tests.broken_lease import UnfencedCandidate
+from tests.test_lost_work import LossBlindRMS, preempted_gang
 from tests.test_mast_scenarios import (
     CHECKERS,
     MIN,
@@ -279,6 +280,13 @@ ROWS = [
         {"gms": ForgetfulGMS},
         _preemption,
         "L is RUNNING but none of its jobs",
+    ),
+    Row(
+        "no-lost-workload",
+        "families-loss-blind",
+        {"rms": LossBlindRMS},
+        preempted_gang,
+        "L went DONE but not all its jobs finished their work (prep: STOPPED)",
     ),
     Row(
         "storage",

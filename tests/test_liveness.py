@@ -205,3 +205,16 @@ def test_check_of_a_live_run_says_every_workload_ran(
     code, out = _check(tmp_path, "mast", capsys)
     assert code == 0
     assert "liveness: every workload that can run ran after the final heal at 6m00.000s" in out
+
+
+def test_an_attempt_started_elsewhere_leaves_room_only_once_its_leftovers_are_freed() -> None:
+    # A moved to M1 (a new attempt) while its old allocation on M0 stayed in
+    # the store; B holds nothing, so W's room is M0 once the CM frees it.
+    def story(freed: bool) -> list[TraceEvent]:
+        h = History().submit(0, "A").start(1, "A", M0).start(2, "A", M1).submit(0, "W")
+        if freed:
+            h.add(3, "store", "fleet.leftovers", [[FENCE, 0, "east/c0"], [[M0, "A", "trainer"]]])
+        return h.end(30)
+
+    assert verdict(story(freed=False)) == ([], 1, 0)
+    assert verdict(story(freed=True)) == ([("W", "fits east")], 0, 0)

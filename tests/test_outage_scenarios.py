@@ -20,11 +20,15 @@ from typing import Any
 import msgspec
 import pytest
 
-from emulator.registry import builtin_scenarios, load_plugins
+from actors.cm import ClusterManager
+from actors.mast import MastSystem
+from emulator.registry import builtin_scenarios, load_plugins, register_system
 from emulator.runner import RunResult, execute, plan_run
 from emulator.scenario import convert_scenario
+from emulator.timeunits import format_us
 from emulator.trace import TraceEvent
 from store import Store
+from store.records import JobSpec
 from store.trace import iter_trace
 
 load_plugins()
@@ -280,13 +284,19 @@ def test_region_outage_the_region_is_used_again_once_back(runs: dict[str, Run]) 
     (award,) = awards(events, "logs-late")
     assert award.t_us > up and set(award.payload["bids"]) == {"us-east", "us-west"}
     assert award.payload["winner"] == "us-east"
-    # The jobs that died with the region's machines ran again there, each from
-    # the last checkpoint it had saved before the power went.
-    for workload in ("logs-train", "ads-train"):
-        first, again = starts(events, workload)
-        assert first[2] == again[2] == "us-east/c0" and again[3] == first[3] + 1
-        saved = [p for t, _, p in checkpoints(events, workload, "trainer") if t < up]
-        assert saved and again[4] == saved[-1] > 0
+    # The job that died with the region's machines and whose data has no replica
+    # elsewhere ran again there, from the last checkpoint it saved before the
+    # power went. The region's CM released the dead attempt as it came back
+    # (its workload had been queued again meanwhile), and restarted nothing.
+    first, again = starts(events, "ads-train")
+    assert first[2] == again[2] == "us-east/c0" and again[3] == first[3] + 1
+    assert up < again[0] < up + 2 * MIN
+    saved = [p for t, _, p in checkpoints(events, "ads-train", "trainer") if t < up]
+    assert saved and again[4] == saved[-1] > 0
+    (gone,) = decided(events, "cm.dispatch-gone")
+    assert gone.t_us == up
+    assert gone.payload == {"workload": "ads-train", "job": "trainer", "attempt": 1}
+    assert not decided(events, "cm.agent-lost")
 
 
 def test_region_outage_nothing_is_lost(runs: dict[str, Run]) -> None:
@@ -295,19 +305,31 @@ def test_region_outage_nothing_is_lost(runs: dict[str, Run]) -> None:
     assert len(states(result)) == len(raw_builtin("region-outage")["system"]["workload_list"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="a RUNNING workload of a dark region is re-queued by nobody: the GMS "
-    "keeps it RUNNING until the region's CMs come back (see the report)",
-)
 def test_region_outage_running_work_with_a_dr_replica_moves_to_the_other_region(
     runs: dict[str, Run],
 ) -> None:
-    _, events = runs["region-outage"]
+    result, events = runs["region-outage"]
     down, up = fault_window(events, "down", "up")
-    moved = [s for s in starts(events, "logs-train") if down < s[0] < up]
-    assert moved and moved[0][2].startswith("us-west/")
+    # The GMS gives the region up once its RMS and CM leases have been expired
+    # for `region_lost_after` (10 min by default), at its next pass (every minute).
+    (lost,) = decided(events, "gms.region-lost")
+    assert lost.payload["region"] == "us-east"
+    assert sorted(w for w, _ in lost.payload["workloads"]) == ["ads-train", "logs-train"]
+    dark = lost.payload["dark_since_us"]
+    assert down < dark <= down + 30 * 1_000_000  # the last lease ran out (ttl 30 s)
+    assert dark + 10 * MIN <= lost.t_us < dark + 11 * MIN
+    requeued = [
+        e for e in stored(events, "queue.transition")
+        if e.payload[0][0] == "logs-train" and e.payload[0][2] == "PENDING" and e.payload[1]
+    ]  # fmt: skip
+    assert [e.t_us for e in requeued] == [lost.t_us]
+    # In the same pass it runs again in us-west, on the DR replica, from the
+    # checkpoint it saved at 20 min; it never runs in us-east again.
+    first, moved = starts(events, "logs-train")
+    assert first[2] == "us-east/c0" and moved[2] == "us-west/c0"
+    assert lost.t_us < moved[0] < lost.t_us + MIN and down < moved[0] < up
+    assert moved[3] == 2 and moved[4] == 20 * MIN
+    assert states(result)["logs-train"] == "DONE"
 
 
 # ---- power-domain ---------------------------------------------------------------------------
@@ -388,3 +410,48 @@ def test_power_domain_ras_drops_the_dead_machines_and_takes_them_back(
     assert fd_hosts and all(h.startswith(FD + "/") for h in fd_hosts)
     assert all(new is None for _, _, new in dropped.payload[0][2])
     assert {h for h, _, new in back.payload[0][2] if new == "us-east/c0"} == fd_hosts
+
+
+# ---- where each attempt starts from (every scenario) --------------------------------
+class FromScratchCM(ClusterManager):
+    """Launches every agent from zero progress, whatever checkpoint the store handed out."""
+
+    def _launch(self, key: tuple[str, str], job: JobSpec, priority: int, attempt: int,
+                saved_us: int, *rest: Any) -> None:  # fmt: skip
+        super()._launch(key, job, priority, attempt, 0, *rest)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_agent_starts_from_what_the_store_handed_out(
+    runs: dict[str, Run], name: str
+) -> None:
+    _, events = runs[name]
+    handed = [(e.t_us, a[2], a[3], r[0], r[1]) for e in stored(events, "fleet.start")
+              for a, r in [e.payload] if r]  # fmt: skip
+    launched = [
+        (e.t_us, p["workload"], p["job"], p["attempt"], p["progress_us"])
+        for e in decided(events, "cm.agent-start")
+        for p in [e.payload]
+    ]
+    assert launched == handed
+    # Some attempt resumed from a checkpoint, in the scenarios that restart jobs.
+    assert any(p > 0 for *_, p in launched) == (name != "wan-partition-migration")
+
+
+def test_a_cm_launching_a_moved_job_from_scratch_is_caught_when_it_launches(
+    tmp_path: Path,
+) -> None:
+    register_system(MastSystem("mast-from-scratch", cm=FromScratchCM))
+
+    def broken(raw: dict[str, Any]) -> None:
+        raw["system"]["kind"] = "mast-from-scratch"
+        raw["duration"] = "55m"  # past the failure at 50 m
+
+    result, events = run_builtin("power-domain", tmp_path / "p.db", broken)
+    (moved,) = decided(events, "cm.job-moved")
+    caught = [v for v in result.violations if v[2] == "progress" and "agent launched" in v[3]]
+    assert caught and caught[0][1] == moved.t_us
+    assert caught[0][3] == (
+        f"captioner/trainer attempt 2: agent launched from {format_us(0)} of progress, "
+        f"but the last committed checkpoint is {format_us(moved.payload['from_us'])}"
+    )

@@ -32,6 +32,7 @@ import pytest
 
 from actors.client import Client, ClientParams
 from actors.mast import MastSystem
+from actors.report import MastReporter
 from emulator import cli
 from emulator.kernel import Kernel
 from emulator.registry import builtin_scenarios, load_plugins, register_system
@@ -483,6 +484,144 @@ def test_fault_windows_open_at_the_resume_point_stay_open_and_end_on_time(
         (42 * MIN, "up", "ap-south/dc0/fd0/r0/m0"),
         (44 * MIN, "loss.end", ""),
     ]
+
+
+ACTOR_FAULTS = """
+[[faults]]
+action = "pause"
+at = "15m"
+target = "leader of gms"
+duration = "10m"
+
+[[faults]]
+action = "slow-store"
+at = "16m"
+target = "leader of cm/us-east/c0"
+duration = "10m"
+latency = "5s"
+
+[[faults]]
+action = "crash"
+at = "17m"
+target = "rms/us-east/1"
+restart_after = "10m"
+
+[[faults]]
+action = "crash"
+at = "18m"
+target = "rms/eu-west/1"
+"""
+
+
+def run_whole(path: Path, db: Path) -> RunResult:
+    """The run of the scenario at `path` that nothing interrupts."""
+    text = path.read_text(encoding="utf-8")
+    plan = plan_run(decode_scenario(text, str(path)), text, str(path))
+    return asyncio.run(execute(plan, seed=1, out=db))
+
+
+def report_windows(db: Path) -> list[list[Any]]:
+    """The fault windows `mastemu report` shades: [start_s, end_s, action]."""
+    windows: list[list[Any]] = asyncio.run(MastReporter().report(db))["fault_windows"]
+    return windows
+
+
+def resume_twice(db: Path) -> RunResult:
+    """Resume `db` and a copy of it; both give one trace hash. Returns the first."""
+    twin = copy_db(db, db.with_name("twin.db"))
+    result, again = asyncio.run(resume(db)), asyncio.run(resume(twin))
+    assert isinstance(result, RunResult) and isinstance(again, RunResult)
+    assert result.trace_hash == again.trace_hash
+    return result
+
+
+def test_a_pause_a_slow_store_and_crashes_open_at_the_resume_point_last_their_whole_window(
+    tmp_path: Path,
+) -> None:
+    # At the kill (20 min) the GMS leader is paused until 25 min, the CM
+    # leader's store is slow until 26 min, rms/us-east/1 is down until 27 min
+    # and rms/eu-west/1 is down for good.
+    path = one_hour(tmp_path, ACTOR_FAULTS)
+    whole = run_whole(path, tmp_path / "whole.db")
+    db = tmp_path / "run.db"
+    run_until_boom(path, db, 20 * MIN)
+
+    result = resume_twice(db)
+
+    assert result.status == "ok" and result.violations == []
+    _, _, rows = read(db)
+    (mark,) = resumes(rows)
+    held = {"gms/0": 25 * MIN, "rms/us-east/1": 27 * MIN, "rms/eu-west/1": None}
+    assert mark.payload["held"] == held
+    # The frozen leader does nothing until its pause ends, then comes back;
+    # the crashed RMS comes back when its restart was due, the other never.
+    after = [r for r in rows if r.seq > mark.seq]
+    assert not [r for r in after if r.src == "gms/0" and r.t_us < 25 * MIN]
+    back = [(r.dst, r.t_us) for r in after if r.kind == "restart" and r.dst in held]
+    assert back == [("gms/0", 25 * MIN), ("rms/us-east/1", 27 * MIN)]
+    # The slow store answers late until its window ends, and only until then.
+    slow = [r.t_us for r in after if r.kind == "slow-store" and r.src == "cm/us-east/c0/0"]
+    assert slow and max(slow) < 26 * MIN
+    # One window each, ending as in the run that was not killed: the same
+    # `end` events, no second `start`, the same windows in the report.
+    _, _, whole_rows = read(tmp_path / "whole.db")
+
+    def faults_after_20m(some: list[TraceRow]) -> list[tuple[int, str, Any]]:
+        return [
+            (r.t_us, r.type, r.payload) for r in some if r.kind == "fault" and r.t_us > 20 * MIN
+        ]
+
+    assert faults_after_20m(after) == faults_after_20m(whole_rows)
+    assert [t for t, *_ in faults_after_20m(after)] == [25 * MIN, 26 * MIN, 27 * MIN]
+    assert report_windows(db) == report_windows(tmp_path / "whole.db")
+    assert sorted(result.fault_windows) == sorted(whole.fault_windows)
+    code, report = cli_main("check", str(db))
+    assert code == 0, report
+
+
+NEMESIS = """
+[nemesis]
+enabled = true
+start = "1m"
+interval_mean = "90s"
+duration_mean = "8m"
+heal_at = "45m"
+actions = ["crash", "pause", "slow-store", "partition", "loss", "duplicate", "delay", "down"]
+"""
+
+
+@pytest.fixture(scope="module")
+def nemesis_run(folder: Path) -> tuple[Path, Path]:
+    """The one-hour run under a busy nemesis, uninterrupted: (scenario, database)."""
+    sub = folder / "nemesis"
+    sub.mkdir()
+    path = one_hour(sub, NEMESIS)
+    db = sub / "whole.db"
+    assert run_whole(path, db).status == "ok"
+    return path, db
+
+
+@pytest.mark.parametrize("kill_at_min", [20, 36, pytest.param(7, marks=pytest.mark.slow)])
+def test_nemesis_windows_open_at_the_resume_point_end_as_in_the_run_never_killed(
+    tmp_path: Path, nemesis_run: tuple[Path, Path], kill_at_min: int
+) -> None:
+    # The nemesis draws its schedule from the seed alone, so the resumed run
+    # has the killed run's faults; each window begun before the kill is
+    # shaded from its start to its scheduled end, pause and slow store included.
+    path, whole = nemesis_run
+    db = tmp_path / "run.db"
+    run_until_boom(path, db, kill_at_min * MIN)
+    resume_t_us = read(db)[2][-1].t_us
+
+    result = resume_twice(db)
+
+    assert result.status == "ok" and result.violations == []
+    began = [w for w in report_windows(whole) if w[0] * 1_000_000 <= resume_t_us]
+    still_open = [w for w in began if w[1] * 1_000_000 > resume_t_us]
+    assert len(still_open) >= 2, "the nemesis left no window open at the kill"
+    assert [w for w in report_windows(db) if w[0] * 1_000_000 <= resume_t_us] == began
+    code, report = cli_main("check", str(db))
+    assert code == 0, report
 
 
 class AmnesiacClient(Client):

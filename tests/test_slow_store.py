@@ -14,15 +14,18 @@ import asyncio
 import io
 import random
 import re
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from actors.cm import ClusterManager
+from actors.mast import MastSystem
 from emulator import cli
 from emulator.actor import Actor
 from emulator.faults import FaultInjector, nemesis_schedule
-from emulator.registry import builtin_scenarios, load_plugins, register_actor
+from emulator.registry import builtin_scenarios, load_plugins, register_actor, register_system
 from emulator.replay import check
 from emulator.runner import RunResult, execute, plan_run
 from emulator.scenario import (
@@ -313,30 +316,70 @@ def test_a_bad_slow_store_fault_exits_2_naming_its_key(
     assert err.startswith(f"{key_path}: ") and fragment in err, err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="actors/cm.py `_replace` frees a failed job's machines in the store before "
-    "it restarts the job or tells the RMS; a CM that dies in between leaves the "
-    "job STOPPED, which its successor's rebuild skips: the workload stays "
-    "RUNNING with no job (see the report)",
-)
-def test_mast_a_cm_dying_while_it_moves_a_failed_job_loses_nothing(tmp_path: Path) -> None:
-    # power-domain: fd2 fails at 50 m and the CM moves `captioner` to spares.
-    # With a 5 s store the CM frees captioner's machines at 50m05s (answered
-    # at 50m10s); it dies at 50m07s, before it restarts the job.
+class SilentSuccessorCM(ClusterManager):
+    """Reports none of the ends its predecessor committed but did not tell."""
+
+    async def _report_unheard_ends(self) -> None:
+        return None
+
+
+def cm_dies_mid_move(kind: str = "mast") -> str:
+    """power-domain with the CM leader dying after it freed a failed job, before it restarted it.
+
+    fd2 fails at 50 m and the CM moves `captioner` to spares. With a 5 s
+    store it marks the machines failed (answered at 50m05s), checks that the
+    job's dispatch stands (answered at 50m10s) and frees its machines at
+    50m10s (answered at 50m15s); it dies at 50m12s, before it restarts the job.
+    """
     text = (
         builtin_scenarios()["power-domain"]
         .read_text()
         .replace(
             "[invariants]",
             slow_fault("49m59s", "leader of cm/us-east/c0", "3m", "5s")
-            + '[[faults]]\naction = "crash"\nat = "50m07s"\ntarget = "cm/us-east/c0/0"\n'
+            + '[[faults]]\naction = "crash"\nat = "50m12s"\ntarget = "cm/us-east/c0/0"\n'
             'restart_after = "5m"\n\n[invariants]',
         )
     )
-    result = run_text(text, tmp_path / "p.db")
-    assert result.violations == []
+    return text.replace('kind = "mast"', f'kind = "{kind}"', 1)
+
+
+def test_mast_a_cm_dying_while_it_moves_a_failed_job_loses_nothing(tmp_path: Path) -> None:
+    result = run_text(cm_dies_mid_move(), tmp_path / "p.db")
+    assert result.status == "ok" and result.violations == []
+    events = trace(result.out)
+    (crash,) = [e for e in events if e.kind == "fault" and e.type == "crash.start"]
+    freed = [
+        e for e in events
+        if e.kind == "store" and e.type == "fleet.release" and e.payload[0][2] == "captioner"
+    ]  # fmt: skip
+    # The story happened: freed (STOPPED) by the dying leader before its crash,
+    # and not restarted by it.
+    assert freed[0].src == crash.payload["actor"] and freed[0].t_us < crash.t_us
+    assert freed[0].payload[0][4] == "STOPPED" and freed[0].payload[1] is True
+    restarts = [
+        e for e in events
+        if e.kind == "store" and e.type == "fleet.start" and e.payload[0][2] == "captioner"
+        and e.t_us > freed[0].t_us
+    ]  # fmt: skip
+    assert restarts and all(e.src != crash.payload["actor"] for e in restarts)
+    # Its successor told the RMS the job had ended, the workload went back to
+    # the queue and ran to its end.
+    (told,) = [e for e in events if e.kind == "decision" and e.type == "cm.end-reported"]
+    assert told.payload == {"workload": "captioner", "job": "trainer"}
+    assert told.t_us - crash.t_us < 45 * S  # ttl 30 s + renew_every 10 s
+    with sqlite3.connect(result.out) as c:
+        (state,) = c.execute("SELECT state FROM workloads WHERE id = 'captioner'").fetchone()
+    assert state == "DONE"
+
+
+def test_mast_a_successor_cm_that_does_not_report_such_an_end_is_caught(tmp_path: Path) -> None:
+    register_system(MastSystem("mast-silent-successor", cm=SilentSuccessorCM))
+    result = run_text(cm_dies_mid_move("mast-silent-successor"), tmp_path / "p.db")
+    assert any(
+        v[2] == "no-lost-workload" and v[3].startswith("captioner is RUNNING but none")
+        for v in result.violations
+    ), result.violations
 
 
 def test_a_region_target_slows_every_actor_of_its_control_plane(tmp_path: Path) -> None:
