@@ -17,7 +17,9 @@ dispatch decisions from the trace, online during a run and offline in
 - `auction` (4): an auction has at most one winner, and a workload is awarded
   only while it is queued (so it is never dispatched to two regions at once);
   the GMS gives a region's work up only while none of the region's roles
-  (`rms/R`, `cm/R/...`) has led since the time it says the region went dark.
+  (`rms/R`, `cm/R/...`) has led since the time it says the region went dark;
+  with pipelined auctions, an RMS's open bids (`rms.hold`) without victims
+  never promise one machine beyond its capacity.
 - `preemption` (6): victims have strictly lower priority than the workload
   that preempts them, and a running victim's machines are released only after
   it saved a checkpoint — one saved after its CM ordered it to stop and save
@@ -277,7 +279,7 @@ class GangChecker(_StoreChecker):
 
 class AuctionChecker(_StoreChecker):
     name = "auction"
-    kinds = ("store", "decision")
+    kinds = ("store", "decision", "setup", "crash")
     _routes = {
         "queue.award": "on_award",
         "lease.acquire": "on_lease",
@@ -291,11 +293,58 @@ class AuctionChecker(_StoreChecker):
         # When each role's lease (last) expires: a region's work may be given up
         # only once its RMS and CMs (`cm/REGION/...`) have all been without one.
         self.expires_us: dict[str, int] = {}
+        # Pipelined auctions: each RMS instance's open holds (`rms.hold` until
+        # its `rms.unhold`), auction → (GPUs per host, CPU hosts). They live in
+        # the instance's memory: gone when it crashes or starts a new leadership.
+        self.capacity: dict[str, int] = {}
+        self.holds: dict[str, dict[int, tuple[dict[str, int], set[str]]]] = {}
 
     def observe(self, event: TraceEvent) -> list[str]:
+        if event.kind == "setup":
+            if event.type == "machines":
+                self.capacity = {h: int(v[2]) for h, v in event.payload.items() if v[2]}
+            return []
+        if event.kind == "crash":
+            self.holds.pop(event.dst, None)
+            return []
         if event.kind == "decision":
+            if event.type == "rms.hold":
+                return self._hold(event.src, event.payload)
+            if event.type == "rms.unhold":
+                self.holds.get(event.src, {}).pop(event.payload["auction"], None)
+                return []
+            if event.type == "lease.leader":
+                self.holds.pop(event.src, None)
             return self._region_lost(event) if event.type == "gms.region-lost" else []
         return super().observe(event)
+
+    def _hold(self, rms: str, hold: dict[str, Any]) -> list[str]:
+        """No machine promised twice: an RMS's open holds fit its machines together.
+
+        A preempting plan counts on its victims' machines, which another hold
+        may count on too; the CM refuses the second plan, so those are not judged.
+        """
+        holds = self.holds.setdefault(rms, {})
+        gpus: dict[str, int] = {}
+        for host, n in hold["gpus"]:
+            gpus[host] = gpus.get(host, 0) + n
+        cpus = set(hold["cpu_hosts"])
+        out = []
+        if not hold["victims"]:
+            for auction, (other_gpus, other_cpus) in sorted(holds.items()):
+                for host in sorted(gpus.keys() & other_gpus.keys()):
+                    total = gpus[host] + other_gpus[host]
+                    if total > self.capacity.get(host, GPUS_PER_MACHINE):
+                        out.append(
+                            f"{host}: {total} GPUs promised to auctions {auction} and "
+                            f"{hold['auction']} at once"
+                        )
+                for host in sorted(cpus & other_cpus):
+                    out.append(
+                        f"CPU machine {host} promised to auctions {auction} and {hold['auction']}"
+                    )
+            holds[hold["auction"]] = (gpus, cpus)
+        return out
 
     def on_lease(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         if result:

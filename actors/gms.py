@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
+from msgspec import Meta
 
 from actors.data_messages import DataRequest, ReplicaReady
 from actors.leadership import LeaseHolder, LeaseTiming
@@ -58,6 +59,9 @@ from store import fleet, leases, queue
 from store.queue import QUEUED, QueueEntry
 from store.records import GPUS_PER_MACHINE, WorkloadSpec
 
+# A limit on auctions in flight: each holds machines in every bidding region.
+PIPELINE_MAX = 64
+
 
 class GMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     regions: list[str]
@@ -80,6 +84,10 @@ class GMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     # A region whose RMS and CM roles all have had no leader this long is lost:
     # its running work is queued again (module docstring).
     region_lost_after: Duration = Duration(600_000_000)
+    # Auctions in flight at once during a pass (`[system] auction.pipeline`):
+    # 1 runs them one after the other; more opens that many together and
+    # awards them in rank order once their bids are in (`_auctions`).
+    auction_pipeline: Annotated[int, Meta(ge=1, le=PIPELINE_MAX)] = 1
 
 
 class _Scan(msgspec.Struct, frozen=True, tag=True):
@@ -158,12 +166,17 @@ class GlobalScheduler(LeaseHolder):
         epoch = self.fence.epoch if self.fence else 0
         for region in self.params.regions:
             self.send(f"rms/{region}", ScanStart(scan=self.scans, gms_epoch=epoch))
-        for entry_id, priority in ranked:
+        window = self.params.auction_pipeline
+        for start in range(0, len(ranked), window):
             # Auctions wait for bids in emulated time: a long queue keeps this
             # handler busy past the renewal timer, so the lease is renewed here.
             if await self.renew_if_due() is None:
                 break
-            await self._auction(entry_id, priority)
+            batch = ranked[start : start + window]
+            if len(batch) == 1:
+                await self._auction(*batch[0])
+            else:
+                await self._auctions(batch)
         for region in self.params.regions:
             self.send(f"rms/{region}", ScanEnd(scan=self.scans, gms_epoch=epoch))
 
@@ -251,24 +264,45 @@ class GlobalScheduler(LeaseHolder):
             self.decision(type_, payload)
 
     async def _auction(self, workload_id: str, priority: int) -> None:
+        await self._auctions([(workload_id, priority)])
+
+    async def _auctions(self, batch: list[tuple[str, int]]) -> None:
+        """Open the batch's auctions together; settle each, in rank order, once all bids are in.
+
+        With more than one in flight an RMS may bid for several at once: it
+        holds each bid's plan (`actors/rms.py`), so its later bids leave those
+        machines alone, and a CM refuses a plan whose machines are taken.
+        """
         assert self.fence is not None
-        spec = self.specs[workload_id]
-        auction_id = await self.store(queue.open_auction, self.fence, self.now_us, workload_id)
-        if auction_id is None:
-            self.fence = None
+        opened: list[tuple[AuctionOpen, list[str]]] = []
+        for workload_id, priority in batch:
+            auction_id = await self.store(queue.open_auction, self.fence, self.now_us, workload_id)
+            if auction_id is None:
+                self.fence = None
+                break
+            msg = AuctionOpen(
+                auction_id=auction_id,
+                gms_epoch=self.fence.epoch,
+                workload_id=workload_id,
+                priority=priority,
+                jobs=self.specs[workload_id].jobs,
+                deadline_us=self.now_us + self.params.auction_deadline,
+            )
+            opened.append((msg, list(self.targets.get(workload_id, self.params.regions))))
+        if not opened:
             return
-        opened = AuctionOpen(
-            auction_id=auction_id,
-            gms_epoch=self.fence.epoch,
-            workload_id=workload_id,
-            priority=priority,
-            jobs=spec.jobs,
-            deadline_us=self.now_us + self.params.auction_deadline,
-        )
-        regions = self.targets.get(workload_id, self.params.regions)
         replies = await self.gather(
-            [(f"rms/{r}", opened) for r in regions], self.params.auction_deadline
+            [(f"rms/{r}", msg) for msg, regions in opened for r in regions],
+            self.params.auction_deadline,
         )
+        for msg, regions in opened:
+            await self._settle(msg, replies[: len(regions)])
+            replies = replies[len(regions) :]
+
+    async def _settle(self, opened: AuctionOpen, replies: list[Any]) -> None:
+        """Award an auction to its best bid (compare-and-set), or send its workload waiting."""
+        auction_id, workload_id = opened.auction_id, opened.workload_id
+        spec, priority = self.specs[workload_id], opened.priority
         bids = sorted(
             (b for b in replies if isinstance(b, Bid) and b.auction_id == auction_id),
             key=lambda b: (-b.score, b.region),

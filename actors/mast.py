@@ -20,7 +20,7 @@ from msgspec import Meta
 
 from actors.client import Client, ClientParams
 from actors.cm import ClusterManager, CMParams
-from actors.gms import GlobalScheduler, GMSParams
+from actors.gms import PIPELINE_MAX, GlobalScheduler, GMSParams
 from actors.leadership import LeaseTiming
 from actors.migration import MigrationService, MigrationServiceParams, MigrationSettings
 from actors.policies import mast_registry
@@ -72,6 +72,19 @@ class Replicas(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     cm: ReplicaCount = 3
 
 
+class AuctionSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """`[system] auction`: how many auctions the GMS keeps in flight, and for how long bids hold.
+
+    With `pipeline` above 1 an RMS may bid in several auctions at once: it
+    holds each bid's plan in its view for `hold_ttl` (or until the award or
+    release), so its later bids never promise the same machines again, and a
+    hold whose Award or Release was lost frees itself.
+    """
+
+    pipeline: Annotated[int, Meta(ge=1, le=PIPELINE_MAX)] = 1
+    hold_ttl: Duration = Duration(30_000_000)
+
+
 class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """`[system]` of a MAST scenario (besides `kind = "mast"`)."""
 
@@ -97,6 +110,7 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     credit: CreditParams = CreditParams()
     lease: LeaseTiming = LeaseTiming()
     replicas: Replicas = Replicas()
+    auction: AuctionSettings = AuctionSettings()
     # The MAST-level policy, by its name in actors/policies/mast_registry.py:
     # "mast" (auctions over every region), "federated" (the §5.6 baseline: early
     # binding to one region), "tetris-v0|v1|v2" (MAST with the slow path's Tetris
@@ -129,6 +143,9 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
             raise ValueError(str(error).strip("'\"")) from None
         if self.ras.enabled:
             check_settings(self.ras, self.world_model or preset(self.world))
+        if self.auction.pipeline > 1 and self.auction.hold_ttl <= self.auction_deadline:
+            # A hold that lapses before its award arrives fails every dispatch.
+            raise FieldError("auction.hold_ttl", "must be longer than auction_deadline")
         try:
             mast_registry.mast_policy(self.policy)
         except KeyError as error:
@@ -280,6 +297,7 @@ class MastSystem:
             policy_params=params.policy_params.get(params.policy, {}),
             lease=params.lease,
             on_demand=migration.enabled,
+            auction_pipeline=params.auction.pipeline,
         )
         # Instance 0 of each role sits where the unreplicated system puts it; the
         # others go to the next regions (GMS) or control hosts (RMS, CM).
@@ -303,6 +321,8 @@ class MastSystem:
                 lease=params.lease,
                 policy=params.policy,
                 policy_params=params.policy_params.get(params.policy, {}),
+                # One auction at a time: the award comes before the next bid.
+                hold_ttl=params.auction.hold_ttl if params.auction.pipeline > 1 else None,
             )
             actors += [
                 actor_entry(

@@ -5,7 +5,14 @@ For an auction it checks, in order: that the region has the hardware
 replica in the region (`no_data`), the negative cache (`negative_cache`); then it
 searches every dynamic cluster for every job (the MAST-level policy's `place`) and bids
 the plan's P_score, or abstains `unschedulable`. The plan is kept as a
-tentative reservation until the award or release. On award it applies the
+tentative reservation until the award or release. With pipelined auctions
+(`hold_ttl` set) the reservation is also held in the view, under a key of
+its own at the highest priority (so no plan picks it as a victim), for
+every later bid to see; a hold whose Award or Release never comes lapses
+after `hold_ttl`. Holds (`rms.hold`) and their ends (`rms.unhold`: awarded,
+released or expired) are in the trace. A preempting plan's victims are not
+held: two holds may count on one victim's machines, and the CM refuses
+whichever plan comes second. On award it applies the
 plan to its view, sends one plan per job to the job's CM, and reports to the
 GMS once every job has started — or, if any CM refused, rolls the others back.
 A job that ends before its whole gang has started (preempted, failed, or a
@@ -61,6 +68,10 @@ class RMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     # makes this region's plans and chooses their victims.
     policy: str = "mast"
     policy_params: dict[str, Any] = {}
+    # Pipelined auctions (`[system] auction.pipeline` above 1): each bid's plan
+    # is held in the view this long, or until its award or release (module
+    # docstring). None: auctions come one at a time and no plan is held.
+    hold_ttl: Duration | None = None
 
 
 @dataclass
@@ -86,6 +97,12 @@ class Live:
 
 
 class _DispatchTimeout(msgspec.Struct, frozen=True, tag=True):
+    auction_id: int
+
+
+class _HoldExpired(msgspec.Struct, frozen=True, tag=True):
+    """Self-timer: a bid's hold outlived `hold_ttl` (its Award or Release was lost, or late)."""
+
     auction_id: int
 
 
@@ -194,6 +211,7 @@ class RegionalScheduler(LeaseHolder):
             self.views[cluster] = await ClusterView.fetch(self, cluster, old.get(cluster))
         self.ready = await self.store(catalog.ready_tables, p.region)
         self._hardware()
+        self._hold_again()
 
     def _hardware(self) -> None:
         self.gpu_types = {t for v in self.views.values() for t in v.gpu_types}
@@ -211,6 +229,7 @@ class RegionalScheduler(LeaseHolder):
         if old is not None:
             self.views[msg.cluster] = await ClusterView.fetch(self, msg.cluster, old)
             self._hardware()
+            self._hold_again(msg.cluster)
 
     # ---- scans and auctions ------------------------------------------------------------
     @on(ScanStart)
@@ -263,6 +282,9 @@ class RegionalScheduler(LeaseHolder):
         latency_ms = (time.perf_counter() - t0) * 1000
         if isinstance(plan, Unschedulable):
             self.metric("rms_decision_ms", latency_ms, region=region, preempts=False, placed=False)
+            if self.params.hold_ttl is not None and self.tentative:
+                # Held machines may come free within the pass: no failure is cached.
+                return abstain("unschedulable")
             for request, prop in zip(requests, props, strict=True):
                 alone = self.policy.place(snapshots, [request], self.now_us, self.policy_params)
                 if isinstance(alone, Unschedulable):
@@ -273,6 +295,20 @@ class RegionalScheduler(LeaseHolder):
             "rms_decision_ms", latency_ms, region=region, preempts=plan.preempts, placed=True
         )
         self.tentative[msg.auction_id] = (msg, plan)
+        if self.params.hold_ttl is not None:
+            self._hold(msg.auction_id)
+            self.set_timer(self.params.hold_ttl, _HoldExpired(msg.auction_id))
+            self.decision(
+                "rms.hold",
+                {
+                    "auction": msg.auction_id,
+                    "workload": msg.workload_id,
+                    "region": region,
+                    "gpus": sorted([h, n] for jp in plan.jobs for h, n in jp.gpus),
+                    "cpu_hosts": sorted(h for jp in plan.jobs for h in jp.cpu_hosts),
+                    "victims": len(plan.victims),
+                },
+            )
         return Bid(
             auction_id=msg.auction_id,
             region=region,
@@ -283,13 +319,53 @@ class RegionalScheduler(LeaseHolder):
 
     @on(Release)
     def release(self, msg: Release) -> None:
+        self._unhold(msg.auction_id, "released")
         self.tentative.pop(msg.auction_id, None)
+
+    @on(_HoldExpired)
+    def hold_expired(self, msg: _HoldExpired) -> None:
+        if self._unhold(msg.auction_id, "expired"):
+            # Too late for an award to find it: one that comes fails the dispatch.
+            del self.tentative[msg.auction_id]
+
+    # ---- holds of pipelined bids (module docstring) -------------------------------------
+    def _hold_keys(self, auction_id: int) -> list[tuple[str, tuple[str, str]]]:
+        """(cluster, view key) of each job of a tentative plan's hold."""
+        opened, plan = self.tentative[auction_id]
+        workload = opened.workload_id
+        return [(jp.cluster_id, (workload, f"{jp.job}#held-{auction_id}")) for jp in plan.jobs]
+
+    def _hold(self, auction_id: int, only: str | None = None) -> None:
+        _, plan = self.tentative[auction_id]
+        for jp, (cluster, key) in zip(plan.jobs, self._hold_keys(auction_id), strict=True):
+            if only is None or cluster == only:
+                # Priority 0 (the highest): no plan may take a hold's machines as a victim's.
+                self.views[cluster].allocate(key, 0, self.now_us, jp.gpus, jp.cpu_hosts)
+
+    def _hold_again(self, only: str | None = None) -> None:
+        """Views reloaded from the store know no holds: put the open ones back."""
+        if self.params.hold_ttl is not None:
+            for auction_id in sorted(self.tentative):
+                self._hold(auction_id, only)
+
+    def _unhold(self, auction_id: int, why: str) -> bool:
+        """End a tentative plan's hold; False if there was none (or holds are off)."""
+        if self.params.hold_ttl is None or auction_id not in self.tentative:
+            return False
+        for cluster, key in self._hold_keys(auction_id):
+            self.views[cluster].release(key)
+        self.decision(
+            "rms.unhold", {"auction": auction_id, "region": self.params.region, "why": why}
+        )
+        return True
 
     @on(Award)
     async def award(self, msg: Award) -> None:
         live = self.live.get(msg.workload_id)
         if msg.auction_id in self.dispatching or (live and live.auction_id == msg.auction_id):
             return  # a resent award for a dispatch already under way
+        # The hold gives way to the dispatch's own reservation, made just below.
+        self._unhold(msg.auction_id, "awarded")
         tentative = self.tentative.pop(msg.auction_id, None)
         if tentative is None or self.fence is None:
             self._report(msg.auction_id, msg.workload_id, False, "no tentative plan")
