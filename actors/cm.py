@@ -642,8 +642,27 @@ class ClusterManager(LeaseHolder):
             return
         await self.store(fleet.set_health, hosts, False)
         self.view.set_health(hosts, False)
+        await self._refuse_plans_on(set(hosts))
         for key in self.view.jobs_on(hosts):
             await self._replace(key)
+
+    async def _refuse_plans_on(self, dead: set[str]) -> None:
+        """Refuse now the waiting plans that count on a machine that just failed.
+
+        They could never start, and their victims' ends may not come back here
+        (a victim on the failed machine is restarted elsewhere): answered only
+        at start, the RMS would learn it at its dispatch timeout, many minutes on.
+        """
+        for plan in list(self.pending):
+            msg = plan.msg
+            if dead.isdisjoint([*(h for h, _ in msg.gpus), *msg.cpu_hosts]):
+                continue
+            self.pending.remove(plan)
+            await self._forget_plan(plan)
+            why = "a machine of the plan failed"
+            key = {"workload": msg.workload_id, "job": msg.job.name}
+            self.decision("cm.reject", {**key, "why": why})
+            self._result(msg, False, why)
 
     @on(HostUp)
     async def host_up(self, msg: HostUp) -> None:

@@ -214,6 +214,9 @@ def test_a_plan_made_stale_by_a_machine_failure_is_refused_and_placed_again(
     holds = [d for d in decisions(events, "rms.hold") if d["workload"] == "H"]
     assert [h for h, _ in holds[0]["gpus"]] == ["east/dc0/fd0/r0/m0", "east/dc0/fd0/r0/m1"]
     assert [d["workload"] for d in decisions(events, "dispatch.failed")] == ["H"]
+    # Refused as the machine fails, not at the RMS's 15-minute dispatch timeout.
+    (refusal,) = [e for e in events if e.type == "cm.reject" and e.payload["workload"] == "H"]
+    assert refusal.t_us == (60 * 60 + 20) * S
     (start,) = [e for e in store_events(events, "fleet.start", "H") if e.payload[1]]
     assert "east/dc0/fd0/r0/m0" not in [h for h, _ in start.payload[0][6]]
     assert states(result) == {"L": ("WAITING", 0), "H": ("DONE", 0)}
