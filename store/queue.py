@@ -213,7 +213,13 @@ async def transition(
         raise ValueError(f"unknown state in {from_states} → {to_state}")
     sets = ["state = :to", "version = version + 1"]
     if to_state in QUEUED:
-        sets += ["region = NULL", "queued_us = :now"]
+        # The queueing clock (a workload's age in its credit) restarts only when it
+        # comes back to the queue, not at every pass that leaves it waiting.
+        queued = ", ".join(f"'{s}'" for s in QUEUED)
+        sets += [
+            "region = NULL",
+            f"queued_us = CASE WHEN state IN ({queued}) THEN queued_us ELSE :now END",
+        ]
     if to_state == "RUNNING":
         sets.append("started_us = :now")
     if to_state in ("DONE", "FAILED"):
