@@ -41,6 +41,7 @@ CHECKERS = [
     "colocation",
     "quota",
     "no-lost-workload",
+    "progress",
 ]
 
 
