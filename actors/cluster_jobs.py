@@ -27,7 +27,7 @@ import msgspec
 from actors.cluster_sim import JobResult
 from actors.messages import Pace
 from actors.policies import perf_model
-from actors.policies.cluster_api import ClusterView, JobView, Slot, Start, TraceJob
+from actors.policies.cluster_api import ClusterView, ContentionCount, JobView, Slot, Start, TraceJob
 from actors.policies.job_pace import run_time_us, work_after
 from store.records import Machine
 
@@ -132,6 +132,7 @@ def policy_view(
     gpu_type: str,
     round_us: int | None,
     finished: Iterable[JobView] = (),
+    ftf_contention: ContentionCount = "jobs",
 ) -> ClusterView:
     """The snapshot a policy decides on; `finished`: the jobs done since the last one.
 
@@ -162,7 +163,7 @@ def policy_view(
     )
     return ClusterView(
         now_us=now_us, machines=slots, jobs=tuple(jobs), finished=tuple(finished),
-        round_us=round_us,
+        round_us=round_us, ftf_contention=ftf_contention,
     )
 
 

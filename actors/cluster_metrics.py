@@ -22,10 +22,17 @@
   (waiting or running) over the number of GPUs, averaged over time from the
   job's submission to its finish, and never below 1 (with fewer jobs than
   GPUs an equal share is the whole request, as Shockwave's own evaluation
-  code clamps it). `worst` is the largest ρ, `unfair_fraction` the share of
-  finished jobs with ρ > 1 (beyond `UNFAIR_SLACK`: in the actor machinery a
-  job alone on the cluster still pays milliseconds of control-plane latency,
-  which must not make it unfair). Unfinished and failed jobs have no ρ.
+  code clamps it). With `Semantics.ftf_contention = "gpus"` N counts the
+  GPUs those jobs ask for instead of the jobs: t_egalitarian is then the
+  finish time under demand-proportional sharing, which a cluster can give
+  every job at once. Counting jobs (App. G's words, the default), the
+  egalitarian shares add up to the mean gang size times the cluster, so
+  with multi-GPU gangs some jobs must end above 1 under any policy, and a
+  policy that equalises ρ (Shockwave) ends nearly all of them just above it.
+  `worst` is the largest ρ, `unfair_fraction` the share of finished jobs
+  with ρ > 1 (beyond `UNFAIR_SLACK`: in the actor machinery a job alone on
+  the cluster still pays milliseconds of control-plane latency, which must
+  not make it unfair). Unfinished and failed jobs have no ρ.
 """
 
 from __future__ import annotations
@@ -60,9 +67,10 @@ def _stats(values: Sequence[float]) -> dict[str, float]:
 
 
 def contention_factors(result: SimResult) -> dict[str, float]:
-    """N_avg per finished job: mean jobs present over its life / GPUs, at least 1."""
+    """N_avg per finished job: mean jobs (or GPUs asked) present over its life / GPUs, ≥ 1."""
     live = [r for r in result.jobs if not r.failed]
-    # n(t) = jobs submitted and not yet finished. Every submission and finish
+    by_gpus = result.semantics.ftf_contention == "gpus"
+    # n(t) = jobs (or their GPUs) submitted and not yet finished. Every submission and finish
     # is a change point of n, so the running integral I(t) at each change
     # point gives every job's time-average as (I(finish) - I(submit)) / JCT.
     deltas: dict[int, int] = defaultdict(int)
@@ -70,8 +78,9 @@ def contention_factors(result: SimResult) -> dict[str, float]:
         # A job still unfinished is present until the run ends (not at all if
         # it was to arrive after that).
         end = max(r.submit_us, result.end_us) if r.finish_us is None else r.finish_us
-        deltas[r.submit_us] += 1
-        deltas[end] -= 1
+        weight = r.gpus if by_gpus else 1
+        deltas[r.submit_us] += weight
+        deltas[end] -= weight
     area: dict[int, int] = {}
     count = acc = 0
     prev = min(deltas, default=0)
@@ -84,8 +93,8 @@ def contention_factors(result: SimResult) -> dict[str, float]:
     for r in live:
         if r.finish_us is None or r.finish_us <= r.submit_us:
             continue
-        jobs_avg = (area[r.finish_us] - area[r.submit_us]) / (r.finish_us - r.submit_us)
-        out[r.job_id] = max(1.0, jobs_avg / result.gpus_total)
+        present_avg = (area[r.finish_us] - area[r.submit_us]) / (r.finish_us - r.submit_us)
+        out[r.job_id] = max(1.0, present_avg / result.gpus_total)
     return out
 
 

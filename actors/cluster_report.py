@@ -12,7 +12,8 @@ the same trace are measured alike:
   jobs running, restoring or checkpointing over GPUs × makespan), and
   finish-time fairness `ftf{worst, unfair_fraction}`;
 - `semantics`: the conventions in force (event or round scheduling, round
-  length, preemption cost, communication model, failed jobs counted).
+  length, preemption cost, communication model, failed jobs counted, what
+  the FTF contention factor counts).
 """
 
 from __future__ import annotations
@@ -215,4 +216,5 @@ def _rows(reports: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
         ("preemption cost", [_on(x.get("preemption_cost")) for x in sem]),
         ("communication model", [_on(x.get("comm_model")) for x in sem]),
         ("failed jobs in averages", [_on(x.get("count_failed")) for x in sem]),
+        ("FTF contention counts", [x.get("ftf_contention", "jobs") for x in sem]),
     ]

@@ -381,7 +381,7 @@ class ClusterScheduler(LeaseHolder):
         machines = await self.store(fleet.machines, p.cluster)
         return policy_view(
             self.accounts, self.trace, machines, self.now_us, p.gpu_type, self.round_us,
-            self.finished,
+            self.finished, p.semantics.ftf_contention,
         )
 
     def _arm_wake(self, decision: Decision) -> None:

@@ -44,7 +44,14 @@ from typing import Any, Literal
 import msgspec
 
 from actors.policies import perf_model
-from actors.policies.cluster_api import ClusterPolicy, ClusterView, JobView, Slot, TraceJob
+from actors.policies.cluster_api import (
+    ClusterPolicy,
+    ClusterView,
+    ContentionCount,
+    JobView,
+    Slot,
+    TraceJob,
+)
 from actors.policies.cluster_decision import PolicyDecisionError, check_decision
 from actors.policies.cluster_placement import tier_of
 from emulator.errors import EmulatorInternalError
@@ -71,6 +78,7 @@ class Semantics(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     preemption_cost: bool = True
     comm_model: bool = True
     count_failed: bool = True
+    ftf_contention: ContentionCount = "jobs"
 
     def __post_init__(self) -> None:
         if not self.round_s > 0:
@@ -335,6 +343,7 @@ class _Engine:
             now_us=now, machines=tuple(self._slot(s.host) for s in self.machines),
             jobs=tuple(self._view(j, now) for j in self.present.values()),
             finished=tuple(self.finished), round_us=round_us,
+            ftf_contention=self.sem.ftf_contention,
         )
         self.finished = []
         self.decisions += 1

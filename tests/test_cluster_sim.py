@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import msgspec
 import pytest
 
-from actors.cluster_metrics import summarize
+from actors.cluster_metrics import contention_factors, rho, summarize
 from actors.cluster_sim import (
     LivelockError,
     PolicyDecisionError,
@@ -405,6 +405,27 @@ def test_contention_below_one_job_per_gpu_counts_as_one() -> None:
     m = summarize(simulate(Fifo(), NoParams(), jobs, TWO_RACKS, NO_COSTS))
     assert m["ftf"]["worst"] == pytest.approx(1.0, abs=1e-6)
     assert m["ftf"]["unfair_fraction"] == 0.0
+
+
+@pytest.mark.parametrize(("counts", "rhos"), [
+    # A (2 GPUs, 100 s) runs 0–100 on both GPUs, B (1 GPU, 50 s) waits and runs 100–150.
+    # Jobs per GPU: A [0,100] 2/2 = 1 -> ρ 1; B [0,150] (100·2 + 50·1)/150/2 = 0.83,
+    # clamped to 1 -> ρ 150/50 = 3.
+    ("jobs", (1.0, 3.0)),
+    # GPUs asked per GPU: A 3/2 -> ρ 100/150; B (100·3 + 50·1)/150/2 = 7/6 -> ρ 150/(50·7/6).
+    ("gpus", (100 / 150, 150 / (50 * 7 / 6))),
+])
+def test_ftf_contention_counts_jobs_or_the_gpus_they_ask_for(
+        counts: str, rhos: tuple[float, float]) -> None:
+    jobs = [job("a", 0, 2, 100), job("b", 0, 1, 50)]
+    sem = Semantics(preemption_cost=False, comm_model=False, ftf_contention=counts)  # type: ignore[arg-type]
+    result = simulate(Fifo(), NoParams(), jobs, cluster_of(1, 2, 1), sem)
+    n_avg = contention_factors(result)
+    got = tuple(rho(r, n_avg[r.job_id]) for r in sorted(result.jobs, key=lambda r: r.job_id))
+    assert got == pytest.approx(rhos)
+    m = summarize(result)
+    assert m["ftf"]["worst"] == pytest.approx(max(rhos))
+    assert m["semantics"]["ftf_contention"] == counts
 
 
 class Chaos(AcceptsEveryOffer):

@@ -124,9 +124,18 @@ def test_a_trace_file_runs_with_the_performance_model_and_fifo(tmp_path: Path) -
     assert got["jct_cdf_s"] == pytest.approx([50.0, 100.0, 114.17], abs=0.05)
     assert got["comm_overhead_s"] == pytest.approx(34.17 - 30.0, abs=0.05)
     raw["system"]["semantics"] = {"comm_model": False}
-    assert report(run(raw, tmp_path, name="flat"))["jct_cdf_s"] == pytest.approx(
-        [50.0, 100.0, 110.0], abs=0.05
-    )
+    flat = report(run(raw, tmp_path, name="flat"))
+    assert flat["jct_cdf_s"] == pytest.approx([50.0, 100.0, 110.0], abs=0.05)
+    # Present 0–10 s: job 0; 10–20: 0, 1; 20–60: 0, 1, 2; 60–100: 0, 2; 100–130: 2.
+    # Jobs per GPU never reach 1, so job 2's ρ = JCT / exclusive = 110 / 30.
+    assert flat["ftf"]["worst"] == pytest.approx(110 / 30, abs=0.01)
+    # GPUs asked per GPU over job 2's life: (16·40 + 12·40 + 8·30) / 110 / 8 = 1.5455,
+    # so ρ = 110 / (30 · 1.5455) = 2.3725; jobs 0 and 1 (N 1.55, 1.8) end below 1.
+    raw["system"]["semantics"] = {"comm_model": False, "ftf_contention": "gpus"}
+    by_gpus = report(run(raw, tmp_path, name="by-gpus"))
+    assert by_gpus["ftf"]["worst"] == pytest.approx(2.3725, abs=0.01)
+    assert by_gpus["ftf"]["unfair_fraction"] == pytest.approx(1 / 3)
+    assert by_gpus["semantics"]["ftf_contention"] == "gpus"
 
 
 def test_same_seed_same_trace_hash(tmp_path: Path) -> None:

@@ -27,17 +27,22 @@ import msgspec
 
 Tier = Literal["machine", "rack", "network"]
 BatchMode = Literal["static", "accordion", "gns"]
+# What a finish-time-fairness contention factor counts per GPU: the jobs
+# present, or the GPUs they ask for (see actors/cluster_metrics.py).
+ContentionCount = Literal["jobs", "gpus"]
 
 __all__ = [
     "BatchMode",
     "ClusterPolicy",
     "ClusterView",
+    "ContentionCount",
     "Decision",
     "JobView",
     "Slot",
     "Start",
     "Tier",
     "TraceJob",
+    "contention_now",
 ]
 
 
@@ -120,13 +125,28 @@ class JobView(_Frozen, kw_only=True):
 
 
 class ClusterView(_Frozen, kw_only=True):
-    """The cluster at `now_us` as the scheduler saw it, and jobs finished since the last call."""
+    """The cluster at `now_us` as the scheduler saw it, and jobs finished since the last call.
+
+    `ftf_contention` is the run's finish-time-fairness convention
+    (`Semantics.ftf_contention`), so that policies aiming at FTF aim at the
+    ρ the report will measure.
+    """
 
     now_us: int
     machines: tuple[Slot, ...]
     jobs: tuple[JobView, ...]
     finished: tuple[JobView, ...] = ()
     round_us: int | None = None
+    ftf_contention: ContentionCount = "jobs"
+
+
+def contention_now(view: ClusterView) -> float:
+    """The view's contention factor before clamping: jobs (or GPUs they ask for) per GPU."""
+    total = sum(s.gpus_total for s in view.machines)
+    if not total:
+        return 1.0
+    asked = len(view.jobs) if view.ftf_contention == "jobs" else sum(j.gpus for j in view.jobs)
+    return asked / total
 
 
 class Start(_Frozen, kw_only=True):

@@ -18,6 +18,7 @@ _REGISTRY: NamedRegistry[ClusterPolicy] = NamedRegistry(
         "actors.policies.dally",
         "actors.policies.shockwave",
         "actors.policies.gavel",
+        "actors.policies.themis",
     ),
 )
 register = _REGISTRY.register

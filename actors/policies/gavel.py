@@ -1,30 +1,21 @@
-"""Round-based fairness baselines: Gavel's max-min fairness and Themis's finish-time fairness.
+"""Gavel's round mechanism and its max-min fairness policy (`themis` reuses the mechanism).
 
-Both lease GPUs for one round at a time, as Gavel's mechanism does (and
-Shockwave, built atop Gavel, reuses it: see `lease_round`). Each round a
-policy ranks the jobs; jobs get leases in rank order while their whole
+Round-based policies lease GPUs for one round at a time, as Gavel's
+mechanism does (Shockwave, built atop Gavel, reuses it: see `lease_round`).
+Each round a policy ranks the jobs; jobs get leases in rank order while their whole
 gang fits in the cluster's GPU count. A running job that keeps its lease
 stays where it is; one that loses it is preempted only when a leased job
 needs its GPUs (until then it runs on, which wastes nothing). A decision
 between round boundaries (event-driven scheduling) only fills idle GPUs.
 
-- **gavel-maxmin** (Gavel, "max-min fairness over normalized throughput";
-  Shockwave §8.2's fairness baseline). On one GPU type a job's normalized
-  throughput is its share of time running, relative to an equal 1/N split
-  of the GPUs. The max-min allocation x_j is computed by water-filling
-  (every job the same multiple of its equal share, capped at running all
-  the time), and Gavel's round mechanism realises it: the jobs whose
-  received share (time run over time present) lags furthest behind x_j go
-  first. Stateless: the received share is read from the view.
-- **themis** (Themis as Shockwave §2.1 and Table 1 describe it). Each round
-  the filter keeps the fraction `filter_fraction` of jobs with the worst
-  estimated finish-time fairness ρ; among them the allocation maximises
-  efficiency — here the most GPUs busy, ties to the worse ρ (see
-  `fullest_subset`) — and GPUs they leave are offered to the others, in ρ
-  order (Themis's leftover allocation). Shockwave's f is the fraction *kept*;
-  Themis's own fairness knob is 1 − f (its default 0.8 keeps 0.2). ρ is
-  reactive: remaining time at the job's *current* batch size and
-  contention, ρ = (age + R·N) / ((run so far + R)·N), N = max(1, jobs/GPUs).
+**gavel-maxmin** (Gavel, "max-min fairness over normalized throughput";
+Shockwave §8.2's fairness baseline). On one GPU type a job's normalized
+throughput is its share of time running, relative to an equal 1/N split of
+the GPUs. The max-min allocation x_j is computed by water-filling (every job
+the same multiple of its equal share, capped at running all the time), and
+Gavel's round mechanism realises it: the jobs whose received share (time run
+over time present) lags furthest behind x_j go first. Stateless: the
+received share is read from the view.
 """
 
 from __future__ import annotations
@@ -36,13 +27,17 @@ from typing import ClassVar
 import msgspec
 
 from actors.policies import cluster_placement as cp
-from actors.policies import shockwave_predictor as pred
-from actors.policies.cluster_api import AcceptsEveryOffer, ClusterView, Decision, JobView, Start
+from actors.policies.cluster_api import (
+    AcceptsEveryOffer,
+    ClusterView,
+    Decision,
+    JobView,
+    Start,
+)
 from actors.policies.cluster_registry import register
-from actors.policies.perf_model import base_batch_size
 
-__all__ = ["GavelMaxMin", "Themis", "fullest_subset", "lease_round", "maxmin_shares",
-           "select_by_count", "themis_rho"]
+__all__ = ["GavelMaxMin", "MaxMinParams", "lease_round", "maxmin_shares", "next_round_us",
+           "select_by_count"]
 
 
 def next_round_us(view: ClusterView, round_s: float) -> tuple[int, bool]:
@@ -171,88 +166,4 @@ class GavelMaxMin(AcceptsEveryOffer):
         return msgspec.structs.replace(decision, wake_at_us=wake), None
 
 
-def themis_rho(job: JobView, now_us: int, contention: float) -> float:
-    """Themis's reactive finish-time-fairness estimate of one job (see the module docstring)."""
-    scale = max(1, job.batch_size // base_batch_size(job.model)) if job.batch_size else 1
-    remaining_s = (1.0 - job.progress) * job.duration_us / 1e6 / pred.throughput(scale)
-    age_s = (now_us - job.submit_us) / 1e6
-    ideal_s = (job.executed_us / 1e6 + remaining_s) * contention
-    return (age_s + remaining_s * contention) / ideal_s if ideal_s > 0 else 1.0
-
-
-class ThemisParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """themis: round length and the filter, the fraction of jobs (worst ρ first) offered GPUs."""
-
-    round_s: float = 120.0
-    filter_fraction: float = 0.2
-
-    def __post_init__(self) -> None:
-        if not self.round_s > 0:
-            raise ValueError(f"themis.round_s must be > 0, got {self.round_s}")
-        if not 0 < self.filter_fraction <= 1:
-            raise ValueError(
-                f"themis.filter_fraction must be in (0, 1], got {self.filter_fraction}")
-
-
-class Themis(AcceptsEveryOffer):
-    """Themis's filter over finish-time fairness, with leftover GPUs offered to the rest."""
-
-    name: ClassVar[str] = "themis"
-    Params: ClassVar[type] = ThemisParams
-
-    def initial_state(self, params: ThemisParams) -> None:
-        return None
-
-    def decide(self, view: ClusterView, state: None, params: ThemisParams) -> tuple[Decision, None]:
-        wake, boundary = next_round_us(view, params.round_s)
-        total = sum(s.gpus_total for s in view.machines)
-        contention = max(1.0, len(view.jobs) / total) if total else 1.0
-        ranked = sorted(view.jobs, key=lambda j: (-themis_rho(j, view.now_us, contention),
-                                                  j.submit_us, j.job_id))
-        kept = math.ceil(params.filter_fraction * len(ranked) - 1e-9)
-        order = [j.job_id for j in ranked]
-        filtered = fullest_subset([j.gpus for j in ranked[:kept]], total)
-        leased = tuple(order[i] for i in filtered)
-        rest = [k for k in order if k not in set(leased)]
-        leased += select_by_count(_without(view, leased), rest)
-        decision = lease_round(view, order, leased, boundary=boundary)
-        return msgspec.structs.replace(decision, wake_at_us=wake), None
-
-
-def fullest_subset(gpus: Sequence[int], capacity: int) -> tuple[int, ...]:
-    """Indices of the gangs that fill the most of `capacity`; among those, earlier ones first.
-
-    Themis's filtered jobs are allocated for efficiency: here, as many GPUs
-    busy as their gangs allow (subset sum, O(jobs × GPUs)). Among the
-    fullest subsets the lexicographically first in the given order (worst ρ
-    first) wins, so fairness breaks the ties.
-    """
-    n = len(gpus)
-    # reach[i] = the GPU totals the gangs i.. can make exactly.
-    reach: list[set[int]] = [set() for _ in range(n + 1)]
-    reach[n] = {0}
-    for i in range(n - 1, -1, -1):
-        reach[i] = reach[i + 1] | {c + gpus[i] for c in reach[i + 1] if c + gpus[i] <= capacity}
-    left = max(reach[0])
-    chosen = []
-    for i in range(n):
-        if left - gpus[i] in reach[i + 1]:
-            chosen.append(i)
-            left -= gpus[i]
-    return tuple(chosen)
-
-
-def _without(view: ClusterView, leased: Sequence[str]) -> ClusterView:
-    """The view with the GPUs of `leased` jobs taken out of the count (for leftover leases)."""
-    gpus = sum(j.gpus for j in view.jobs if j.job_id in set(leased))
-    machines = list(view.machines)
-    for i, s in enumerate(machines):
-        cut = min(gpus, s.gpus_total)
-        machines[i] = msgspec.structs.replace(s, gpus_total=s.gpus_total - cut,
-                                              gpus_free=max(0, s.gpus_free - cut))
-        gpus -= cut
-    return msgspec.structs.replace(view, machines=tuple(machines))
-
-
 register(GavelMaxMin())
-register(Themis())

@@ -31,7 +31,13 @@ import msgspec
 
 from actors.policies import shockwave_predictor as pred
 from actors.policies import shockwave_solver as solver
-from actors.policies.cluster_api import AcceptsEveryOffer, ClusterView, Decision, JobView
+from actors.policies.cluster_api import (
+    AcceptsEveryOffer,
+    ClusterView,
+    Decision,
+    JobView,
+    contention_now,
+)
 from actors.policies.cluster_registry import register
 from actors.policies.gavel import lease_round, next_round_us
 from actors.policies.shockwave_ftf import Estimate, JobMemo, batch_scale, estimate, ftf, rank_rho
@@ -184,10 +190,10 @@ class Shockwave(AcceptsEveryOffer):
             since = max(state.last_us, job.submit_us)
             area = memo.contention_us + state.last_contention * max(0, view.now_us - since)
             memos[job.job_id] = JobMemo(belief=belief, contention_us=area)
-        # Jobs per GPU, clamped only once averaged over a job's life, as the
-        # report's FTF does (cluster_metrics.contention_factors).
-        contention_now = len(view.jobs) / total if total else 1.0
-        est = {j.job_id: estimate(j, memos[j.job_id], view.now_us, contention_now)
+        # Clamped only once averaged over a job's life, as the report's FTF
+        # does (cluster_metrics.contention_factors).
+        contention = contention_now(view)
+        est = {j.job_id: estimate(j, memos[j.job_id], view.now_us, contention)
                for j in view.jobs}
         order = [j.job_id for j in sorted(view.jobs, key=lambda j: (-rank_rho(est[j.job_id]),
                                                                     j.submit_us, j.job_id))]
@@ -218,7 +224,7 @@ class Shockwave(AcceptsEveryOffer):
         ranked = sorted(leased, key=order.index) + [k for k in order if k not in set(leased)]
         decision = lease_round(view, ranked, leased, boundary=boundary)
         next_state = ShockwaveState(
-            memos=memos, last_us=view.now_us, last_contention=contention_now, plan=plan,
+            memos=memos, last_us=view.now_us, last_contention=contention, plan=plan,
             plan_for=plan_for, solves=solves, fallbacks=fallbacks)
         return msgspec.structs.replace(decision, wake_at_us=wake), next_state
 

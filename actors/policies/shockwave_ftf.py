@@ -3,11 +3,12 @@
 ρ̂ = (L + W + R̂·N) / (P̂·N): L + W is the time since the job's submission,
 R̂ and P̂ its remaining and total run time alone under the regimes the
 predictor expects (`shockwave_predictor`), and N its contention factor —
-jobs present over GPUs, averaged over the job's life so far and never
-below 1, as the report's FTF defines it (`cluster_metrics`). App. G and
-App. I count jobs, not the GPUs they ask for, and so does the artifact's
-evaluation; the paper's theory (a 1/N share of the cluster, Corollary
-4.0.1) would give a g-GPU gang the factor g·N instead.
+jobs present over GPUs (or, with `ftf_contention = "gpus"`, the GPUs they
+ask for over GPUs), averaged over the job's life so far and never below 1,
+as the report's FTF defines it (`cluster_metrics`). App. G and App. I count
+jobs, and so does the artifact's evaluation; the paper's theory (a 1/N
+share of the cluster, Corollary 4.0.1) would give a g-GPU gang the factor
+g·N instead.
 """
 
 from __future__ import annotations

@@ -11,20 +11,14 @@ leaves GPUs idle, a wide one packs the cluster.
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from actors.cluster_sim import Semantics, cluster_of, simulate
-from actors.policies.cluster_api import ClusterView, JobView, Slot, TraceJob
+from actors.policies.cluster_api import ClusterView, JobView, Slot, TraceJob, contention_now
 from actors.policies.cluster_registry import cluster_policy
-from actors.policies.gavel import (
-    GavelMaxMin,
-    MaxMinParams,
-    Themis,
-    ThemisParams,
-    fullest_subset,
-    maxmin_shares,
-    themis_rho,
-)
+from actors.policies.gavel import GavelMaxMin, MaxMinParams, maxmin_shares
+from actors.policies.themis import Themis, ThemisParams, fullest_subset, themis_rho
 
 S = 1_000_000
 
@@ -121,6 +115,22 @@ def test_themis_filter_trades_fairness_for_packing(filter_fraction: float, start
                                   ThemisParams(filter_fraction=filter_fraction))
     assert [s.job_id for s in decision.start] == started
     assert sum(n for s in decision.start for _, n in s.placement) == gpus_busy
+
+
+@pytest.mark.parametrize(("counts", "kept"), [
+    # rho = age/((E+R)·N) + R/(E+R). x (submitted at 0, 900 of 1000 s done): 2.04/N + 0.1;
+    # y (submitted at 1000 s, not started): 1.04/N + 1. Jobs per GPU: N = max(1, 2/4) = 1,
+    # x 2.14 > y 2.04; GPUs asked per GPU: N = 8/4 = 2, x 1.12 < y 1.52.
+    ("jobs", "x"),
+    ("gpus", "y"),
+])
+def test_themis_estimates_rho_with_the_runs_contention_convention(counts: str,
+                                                                  kept: str) -> None:
+    x, y = _job("x", 4, 0, 1000, executed_s=900), _job("y", 4, 1000, 1000)
+    view = msgspec.structs.replace(_view(2040, 4, x, y), ftf_contention=counts)
+    assert contention_now(view) == {"jobs": 0.5, "gpus": 2.0}[counts]
+    decision, _ = Themis().decide(view, None, ThemisParams(filter_fraction=0.5))
+    assert [s.job_id for s in decision.start] == [kept]
 
 
 def test_params_name_the_bad_field() -> None:

@@ -231,6 +231,21 @@ def test_policy_preempts_the_fairly_treated_job_at_a_round_boundary() -> None:
     assert msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=type(state)) == state
 
 
+@pytest.mark.parametrize(("counts", "factor"), [("jobs", 0.5), ("gpus", 2.0)])
+def test_policy_averages_contention_under_the_runs_convention(counts: str,
+                                                              factor: float) -> None:
+    # Two 4-GPU jobs on 4 GPUs: 2 jobs per 4 GPUs = 0.5, or 8 GPUs asked per 4 = 2.
+    pol, params = Shockwave(), ShockwaveParams(solver="greedy")
+    states = [pol.initial_state(params)]
+    for now_s in (960, 1080):
+        view = msgspec.structs.replace(_two_jobs(now_s, a_running=True), ftf_contention=counts)
+        states.append(pol.decide(view, states[-1], params)[1])
+    assert states[-1].last_contention == factor
+    # b was present at that contention for the 120 s between the two decisions.
+    grown = states[2].memos["b"].contention_us - states[1].memos["b"].contention_us
+    assert grown == pytest.approx(factor * 120 * S)
+
+
 def test_params_name_the_bad_field() -> None:
     with pytest.raises(ValueError, match=r"shockwave\.window_rounds must be > 0"):
         ShockwaveParams(window_rounds=0)
