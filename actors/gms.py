@@ -239,12 +239,25 @@ class GlobalScheduler(LeaseHolder):
         rows, self.usage = scan_pass(
             self.usage, now, queued, active, self.sizes, self.quotas, self.params
         )
+        rows = self._order(rows)
         self._route(queued, active)
         if self.fence is not None:
             await self.store(
                 queue.rank, self.fence, now, [(wid, p, c, w) for wid, _, p, c, w in rows]
             )
         return [(wid, p) for wid, _, p, _, _ in rows]
+
+    def _order(self, ranked: list[ranking.Row]) -> list[ranking.Row]:
+        """The policy's dispatch order for this pass, checked to be a permutation of `ranked`."""
+        ordered = list(self.policy.order(ranked, self.policy_params))
+        if sorted(ordered) != sorted(ranked):
+            # A policy bug, not bad input: dropping or inventing a workload
+            # here would lose it or auction a stranger.
+            raise ValueError(
+                f"MAST policy {self.policy.name!r}: order() must return a permutation of the "
+                f"ranked workloads ({len(ranked)} given, {len(ordered)} returned)"
+            )
+        return ordered
 
     def _route(self, queued: list[QueueEntry], active: list[QueueEntry]) -> None:
         """Ask the policy which regions this pass's auctions go to (all, unless it says)."""

@@ -5,6 +5,11 @@ the policy (ranked scan passes, auctions with deadlines, fenced awards, gang
 dispatch, checkpoints). A MAST-level policy decides the three things that
 differ between ways of scheduling over regions:
 
+- queue ordering (the GMS, once per scan pass): the dispatch order of the
+  queued workloads, given MAST's ranking — ⟨priority, credit⟩ after the
+  quota scan (`actors/policies/ranking.py`), which every registered policy
+  keeps; a policy may only permute it, and each row keeps its priority and
+  credit for the record.
 - routing (the GMS, once per scan pass, after ranking): which regions' RMSs
   are asked to bid for each queued workload. MAST's late binding asks every
   region; the federated baseline (§5.6) binds each new workload to one
@@ -18,8 +23,6 @@ differ between ways of scheduling over regions:
   migration settings in force; the `tetris-v*` policies are MAST with
   Tetris on at that version.
 
-Queue ordering (priority and credit, `actors/policies/ranking.py`) is the
-GMS's own for every policy: none registered varies it, so it is not a hook.
 Policies are found by name in `actors/policies/mast_registry.py`.
 """
 
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from actors.policies.placement import place_workload
+from actors.policies.quota import Row
 from actors.policies.snapshot import ClusterSnapshot, JobRequest, Unschedulable, WorkloadPlan
 from store.queue import QueueEntry
 from store.records import WorkloadSpec
@@ -102,6 +106,10 @@ class MastPolicy(Protocol):
         """The slow path's settings for a run, from the scenario's."""
         ...
 
+    def order(self, ranked: Sequence[Row], params: Any) -> Sequence[Row]:
+        """This pass's dispatch order: a permutation of MAST's ranking `ranked`."""
+        ...
+
     def initial_state(self, params: Any) -> Any:
         """The routing state of a GMS that has just started leading."""
         ...
@@ -124,8 +132,9 @@ class MastPolicy(Protocol):
 class MastDefaults:
     """MAST's own answers, for a policy to inherit and override in part.
 
-    The scenario's slow path as written, no routing state, every auction to
-    every region, and the P_score placement of `actors/policies/placement.py`.
+    The scenario's slow path as written, MAST's ranking as the dispatch
+    order, no routing state, every auction to every region, and the P_score
+    placement of `actors/policies/placement.py`.
     """
 
     Params: type[msgspec.Struct] = NoParams
@@ -136,6 +145,10 @@ class MastDefaults:
     ) -> tuple[TetrisSettings, MigrationSettings]:
         del params
         return tetris, migration
+
+    def order(self, ranked: Sequence[Row], params: Any) -> Sequence[Row]:
+        del params
+        return ranked
 
     def initial_state(self, params: Any) -> Any:
         del params

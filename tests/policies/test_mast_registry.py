@@ -2,9 +2,10 @@
 
 The registry: every policy is found under its name, an unknown name is
 answered with every policy of both families, parameters are validated with
-their key path. The interface: two toy policies registered by this file
-(one routes every auction to one region, one refuses every placement) are
-run by the GMS and the RMSs as they are, nothing in actors/ knowing them.
+their key path. The interface: toy policies registered by this file (one
+routes every auction to one region, one refuses every placement, one
+dispatches the queue backwards, one breaks the ordering contract) are run by
+the GMS and the RMSs as they are, nothing in actors/ knowing them.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from actors.policies.mast_registry import (
     resolve,
     unregister,
 )
+from actors.policies.quota import Row
 from actors.policies.snapshot import ClusterSnapshot, JobRequest, Unschedulable, WorkloadPlan
 from emulator.cli import main
 from tests.test_mast_scenarios import H, decisions, job, run, scenario, states, workload
@@ -75,7 +77,27 @@ class RefuseAll(MastDefaults):
         return Unschedulable(reason="toy refuses", preemption_could_help=True)
 
 
-TOYS: tuple[MastPolicy, ...] = (OneRegion(), RefuseAll())
+class LastFirst(MastDefaults):
+    """Dispatches MAST's ranking backwards: the lowest-ranked workload first."""
+
+    name = "toy-last-first"
+
+    def order(self, ranked: Sequence[Row], params: Any) -> Sequence[Row]:
+        del params
+        return ranked[::-1]
+
+
+class Drops(MastDefaults):
+    """A broken ordering that loses every workload but the first."""
+
+    name = "toy-drops"
+
+    def order(self, ranked: Sequence[Row], params: Any) -> Sequence[Row]:
+        del params
+        return ranked[:1]
+
+
+TOYS: tuple[MastPolicy, ...] = (OneRegion(), RefuseAll(), LastFirst(), Drops())
 
 
 @pytest.fixture
@@ -256,3 +278,52 @@ def test_a_placement_policy_registered_by_a_test_decides_every_rms_bid(tmp_path:
     assert decisions(events, "auction.award") == []
     reasons = {r for d in decisions(events, "auction.none") for r in d["reasons"]}
     assert reasons <= {"unschedulable", "negative_cache"} and "unschedulable" in reasons
+
+
+def _one_slot_for_two() -> dict[str, Any]:
+    """One region of 32 GPUs; "hi" (priority 1) and "lo" (priority 5) each want all of it."""
+    return scenario(
+        [
+            workload("L", "lo", 0, job(gpus=32, work=H)),
+            workload("P", "hi", 0, job(gpus=32, work=H)),
+        ],
+        regions=("east",),
+        duration="20m",
+    )
+
+
+@pytest.mark.usefixtures("toys")
+@pytest.mark.parametrize(("policy", "awarded"), [
+    # MAST ranks P (priority 1) before L (priority 5): P takes the region, L waits.
+    ("mast", ["P"]),
+    # Dispatched backwards, L is auctioned and awarded first; P's auction then
+    # wins by preempting L (a higher priority), so both are awarded, L first.
+    ("toy-last-first", ["L", "P"]),
+])
+def test_an_ordering_policy_registered_by_a_test_sets_the_dispatch_order(
+    tmp_path: Path, policy: str, awarded: list[str]
+) -> None:
+    raw = _one_slot_for_two()
+    raw["system"]["policy"] = policy
+    result, events = run(raw, tmp_path)
+    assert result.violations == []
+    awards = [d["workload"] for d in decisions(events, "auction.award")]
+    assert awards[: len(awarded)] == awarded
+    assert states(result)["P"][0] == "RUNNING"
+
+
+@pytest.mark.usefixtures("toys")
+def test_an_ordering_that_is_not_a_permutation_crashes_the_gms_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    raw = _one_slot_for_two()
+    raw["system"]["policy"] = "toy-drops"
+    result, events = run(raw, tmp_path)
+    crashes = [str(e.payload) for e in events if e.kind == "crash"]
+    assert crashes and all(
+        "'toy-drops': order() must return a permutation of the ranked workloads" in c
+        for c in crashes
+    )
+    # Every pass stops before its first auction: both workloads wait in the queue.
+    assert decisions(events, "auction.award") == []
+    assert {w: s[0] for w, s in states(result).items()} == {"L": "PENDING", "P": "PENDING"}
