@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 import sys
 import time
 from collections.abc import Callable
@@ -109,24 +108,14 @@ LIMIT_REACHED = "(restart limit reached)"
 _DECODER = msgspec.msgpack.Decoder()
 
 
-class ResumedStreams(RngStreams):
+def resumed_streams(seed: int, resume_us: int) -> RngStreams:
     """The run's named streams, seeded from (seed, resume time) instead of the seed.
 
     The killed process had drawn an unknown number of values from each
     stream; starting them over from the seed would replay early draws, so
     the resumed run gets fresh streams that still depend on nothing else.
     """
-
-    def __init__(self, seed: int, resume_us: int) -> None:
-        super().__init__(seed)
-        self.resume_us = resume_us
-
-    def stream(self, *name: str) -> random.Random:
-        rng = self._streams.get(name)
-        if rng is None:
-            rng = random.Random(f"mastemu:{self.seed}:resume@{self.resume_us}:" + "\x1f".join(name))
-            self._streams[name] = rng
-        return rng
+    return RngStreams(seed, salt=f":resume@{resume_us}")
 
 
 class ContinuedTracer(Tracer):
@@ -519,7 +508,7 @@ async def _restart(
     )
     await clear_violations(store)
     await store.begin_group()
-    rng = ResumedStreams(seed, resume_us)
+    rng = resumed_streams(seed, resume_us)
     network = build_network(scenario.world.regions, scenario.network, rng)
     kernel = make_kernel(
         scenario, network, seed=seed, rng=rng, tracer=tracer, store=store, speed=None

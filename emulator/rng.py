@@ -13,18 +13,23 @@ import random
 
 
 class RngStreams:
-    """Lazily created, cached `random.Random` per name."""
+    """Lazily created, cached `random.Random` per name.
 
-    __slots__ = ("_streams", "seed")
+    `salt` gives a second, independent family of streams for the same seed
+    (a resumed run must not replay the draws its killed process made).
+    """
 
-    def __init__(self, seed: int) -> None:
+    __slots__ = ("_streams", "salt", "seed")
+
+    def __init__(self, seed: int, salt: str = "") -> None:
         self.seed = seed
+        self.salt = salt
         self._streams: dict[tuple[str, ...], random.Random] = {}
 
     def stream(self, *name: str) -> random.Random:
         rng = self._streams.get(name)
         if rng is None:
-            rng = random.Random(f"mastemu:{self.seed}:" + "\x1f".join(name))
+            rng = random.Random(f"mastemu:{self.seed}{self.salt}:" + "\x1f".join(name))
             self._streams[name] = rng
         return rng
 
