@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from emulator import cli
+from emulator.trace import TraceEvent
 from store import Store
 from store.runs import RunMeta, get_run_meta
 from store.trace import TraceRow, iter_trace
@@ -55,6 +56,30 @@ def read_run_db(db: Path) -> tuple[RunMeta, list[TraceRow]]:
     meta, rows = asyncio.run(_read(db))
     assert meta is not None, f"{db}: no run metadata"
     return meta, rows
+
+
+def trace_events(db: Path) -> list[TraceEvent]:
+    """Every stored trace event of a run database, as the online checkers saw them."""
+
+    async def read() -> list[TraceEvent]:
+        async with Store.open_ctx(db) as store:
+            return [
+                TraceEvent(r.seq, r.t_us, r.kind, r.src, r.dst, r.type, r.payload)
+                async for r in iter_trace(store)
+            ]
+
+    return asyncio.run(read())
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Exit code, stdout and stderr of `mastemu ARGV` (argparse exits count too)."""
+    try:
+        code = cli.main(list(argv))
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else 2
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
 
 
 @pytest.fixture(scope="session")

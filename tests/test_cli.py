@@ -16,21 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from emulator import cli
 from emulator.timeunits import MIN, H, S, parse_duration_us
+from tests.conftest import run_cli
 
 COMMANDS = ["list", "run", "replay", "export", "check", "schema", "bench"]
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """Exit code, stdout and stderr of `mastemu ARGV` (argparse exits count too)."""
-    try:
-        code = cli.main(list(argv))
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else 2
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 def line_time_us(line: str) -> int:

@@ -23,8 +23,7 @@ from emulator.kernel import Kernel
 from emulator.runner import RunResult, execute, plan_run
 from emulator.scenario import convert_scenario
 from emulator.trace import TraceEvent
-from store import Store
-from store.trace import iter_trace
+from tests.conftest import trace_events
 from tests.test_mast_scenarios import (
     MIN,
     decisions,
@@ -54,14 +53,7 @@ def story(tmp_path: Path, order_epoch: int) -> tuple[RunResult, list[TraceEvent]
 
     result = asyncio.run(execute(plan, seed=1, out=tmp_path / "run.db", on_kernel=arm))
 
-    async def events() -> list[TraceEvent]:
-        async with Store.open_ctx(result.out) as store:
-            return [
-                TraceEvent(r.seq, r.t_us, r.kind, r.src, r.dst, r.type, r.payload)
-                async for r in iter_trace(store)
-            ]
-
-    return result, asyncio.run(events())
+    return result, trace_events(result.out)
 
 
 def rms_epochs(events: list[TraceEvent]) -> list[int]:

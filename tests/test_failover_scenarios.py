@@ -19,8 +19,7 @@ from emulator.registry import builtin_scenarios
 from emulator.runner import RunResult, execute, plan_run
 from emulator.scenario import load_scenario_file
 from emulator.trace import TraceEvent
-from store import Store
-from store.trace import iter_trace
+from tests.conftest import trace_events
 from tests.test_mast_scenarios import decisions, store_events
 from tests.test_replicas_failover import TAKEOVER_US_MAX
 
@@ -32,14 +31,7 @@ def run_builtin(name: str, out: Path) -> tuple[RunResult, list[TraceEvent]]:
     plan = plan_run(scenario, text, name)
     result = asyncio.run(execute(plan, seed=scenario.seed, out=out))
 
-    async def events() -> list[TraceEvent]:
-        async with Store.open_ctx(out) as store:
-            return [
-                TraceEvent(r.seq, r.t_us, r.kind, r.src, r.dst, r.type, r.payload)
-                async for r in iter_trace(store)
-            ]
-
-    return result, asyncio.run(events())
+    return result, trace_events(out)
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from emulator.trace import TraceEvent
 from store import Store
 from store.events import store_event
 from store.queue import FENCE, QUEUED, Fence
-from store.trace import iter_trace
+from tests.conftest import trace_events
 
 load_plugins()
 MIN = 60_000_000
@@ -127,14 +127,7 @@ def run(raw: dict[str, Any], tmp_path: Path, seed: int = 1) -> tuple[RunResult, 
     plan = plan_run(convert_scenario(raw, "scripted"), text, "scripted")
     result = asyncio.run(execute(plan, seed=seed, out=tmp_path / f"run-{seed}.db"))
 
-    async def events() -> list[TraceEvent]:
-        async with Store.open_ctx(result.out) as store:
-            return [
-                TraceEvent(r.seq, r.t_us, r.kind, r.src, r.dst, r.type, r.payload)
-                async for r in iter_trace(store)
-            ]
-
-    return result, asyncio.run(events())
+    return result, trace_events(result.out)
 
 
 def states(result: RunResult) -> dict[str, tuple[str, int]]:

@@ -27,9 +27,8 @@ from emulator.runner import RunResult, execute, plan_run
 from emulator.scenario import convert_scenario
 from emulator.timeunits import format_us
 from emulator.trace import TraceEvent
-from store import Store
 from store.records import JobSpec
-from store.trace import iter_trace
+from tests.conftest import trace_events
 
 load_plugins()
 NAMES = ("wan-partition-migration", "region-outage", "power-domain")
@@ -49,14 +48,7 @@ def run_raw(raw: dict[str, Any], out: Path) -> Run:
     plan = plan_run(convert_scenario(raw, raw["name"]), text, raw["name"])
     result = asyncio.run(execute(plan, seed=raw.get("seed", 1), out=out))
 
-    async def read() -> list[TraceEvent]:
-        async with Store.open_ctx(out) as store:
-            return [
-                TraceEvent(r.seq, r.t_us, r.kind, r.src, r.dst, r.type, r.payload)
-                async for r in iter_trace(store)
-            ]
-
-    return result, asyncio.run(read())
+    return result, trace_events(out)
 
 
 def run_builtin(name: str, out: Path, edit: Callable[[dict[str, Any]], None] | None = None) -> Run:

@@ -41,7 +41,7 @@ from store.events import event_name
 from store.fleet import Allocation
 from store.queue import Fence
 from store.records import DynamicCluster, Machine
-from store.trace import iter_trace
+from tests.conftest import trace_events
 
 load_plugins()
 MIN = 60_000_000
@@ -56,14 +56,7 @@ def _run(out: Path) -> tuple[RunResult, list[TraceEvent]]:
     plan = plan_run(decode_scenario(text, str(path)), text, str(path))
     result = asyncio.run(execute(plan, seed=1, out=out))
 
-    async def events() -> list[TraceEvent]:
-        async with Store.open_ctx(result.out) as store:
-            return [
-                TraceEvent(r.seq, r.t_us, r.kind, r.src, r.dst, r.type, r.payload)
-                async for r in iter_trace(store)
-            ]
-
-    return result, asyncio.run(events())
+    return result, trace_events(result.out)
 
 
 @pytest.fixture(scope="module")

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from emulator import cli
 from emulator.registry import builtin_scenarios, load_plugins
 from emulator.runner import RunResult, execute, plan_run
 from emulator.scenario import decode_scenario, parse_raw
 from emulator.shrink import ddmin, duration_text, fault_raw, materialise, to_toml
 from emulator.timeunits import parse_duration_us
 from tests.broken_lease import UnfencedCandidate
+from tests.conftest import run_cli
 
 load_plugins()
 
@@ -74,13 +74,6 @@ def run_text(text: str, out: Path, *, seed: int = 1, until_us: int | None = None
     return asyncio.run(execute(plan, seed=seed, out=out, until_us=until_us))
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = cli.main(list(argv))
-    except SystemExit as exit_:  # argparse
-        code = int(exit_.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 # ---- shrinking a real failure -----------------------------------------------------------

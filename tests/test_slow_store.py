@@ -37,9 +37,8 @@ from emulator.scenario import (
 )
 from emulator.timeunits import MIN, S, parse_duration_us
 from emulator.trace import TraceEvent
-from store import Store
-from store.trace import iter_trace
 from tests.broken_lease import UnfencedCandidate
+from tests.conftest import trace_events
 from tests.harness import make_kernel, record, spawn
 
 load_plugins()
@@ -62,14 +61,7 @@ def run_text(text: str, out: Path, until: str | None = None) -> RunResult:
 
 
 def trace(db: Path) -> list[TraceEvent]:
-    async def read() -> list[TraceEvent]:
-        async with Store.open_ctx(db) as store:
-            return [
-                TraceEvent(r.seq, r.t_us, r.kind, r.src, r.dst, r.type, r.payload)
-                async for r in iter_trace(store)
-            ]
-
-    return asyncio.run(read())
+    return trace_events(db)
 
 
 def offline(db: Path) -> tuple[int, str]:

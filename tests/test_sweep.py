@@ -14,20 +14,13 @@ from typing import Any
 import pytest
 
 from actors.mast import MastSystem
-from emulator import cli
 from emulator.registry import builtin_scenarios, load_plugins, register_actor, register_system
 from tests.broken_lease import UnfencedCandidate
+from tests.conftest import run_cli
 
 load_plugins()
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = cli.main(list(argv))
-    except SystemExit as exit_:  # argparse
-        code = int(exit_.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def sweep_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
