@@ -1,27 +1,27 @@
-"""Entry point `mastemu.plugins`: registers the emulated system with the emulator."""
+"""Entry point `mastemu.plugins`: the one place that registers what `actors` provides.
+
+Nothing in `actors` registers itself on import; `register()` names every
+system, actor kind, reporter, invariant checker, liveness judge, benchmark,
+schema part and scenario folder, so reading this file tells what a run can use.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import scenarios
-
-# Imported for what they register: invariant checkers and benchmarks.
-from actors import (  # noqa: F401
-    bench,
-    bench_tetris,
-    checkers,
-    data_checkers,
-    liveness,
-    progress_checker,
-)
-from actors.cluster_report import ClusterReporter
-from actors.cluster_system import ClusterSystem
-from actors.lease_demo import LeaseCandidate, LeaseClient
-from actors.mast import MastSystem
-from actors.report import MastReporter
+from actors.checks import liveness, progress, protocol, storage
+from actors.cluster.report import ClusterReporter
+from actors.cluster.system import ClusterSystem
+from actors.demo.lease import LeaseCandidate, LeaseClient
+from actors.mast.bench import control_plane, tetris
+from actors.mast.report.fold import MastReporter
+from actors.mast.system import MastSystem
+from emulator.invariants import LeaseSafety, register_checker
+from emulator.liveness import register_liveness
 from emulator.registry import (
     register_actor,
+    register_bench,
     register_reporter,
     register_scenario_dir,
     register_system,
@@ -35,4 +35,12 @@ def register() -> None:
     register_system(ClusterSystem())
     register_reporter("cluster", ClusterReporter())
     register_reporter("mast", MastReporter())
+    for checker in (LeaseSafety, *protocol.CHECKERS, *storage.CHECKERS, progress.ProgressChecker):
+        register_checker(checker.name, checker)
+    register_liveness(liveness.WorkloadLiveness.name, liveness.WorkloadLiveness)
+    register_bench("gms", control_plane.bench_gms)
+    register_bench("rms", control_plane.bench_rms)
+    register_bench("day", control_plane.bench_day)
+    register_bench("chaos-sweep", control_plane.bench_chaos_sweep)
+    register_bench("tetris", tetris.bench_tetris)
     register_scenario_dir(Path(scenarios.__file__).parent)

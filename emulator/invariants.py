@@ -126,8 +126,6 @@ class LeaseSafety:
     }
 
 
-register_checker(LeaseSafety.name, LeaseSafety)
-
 
 class OnlineChecking:
     """Attach checkers to a live kernel's tracer; violations go to the kernel."""

@@ -28,8 +28,8 @@ import msgspec
 from emulator.actor import Actor
 from emulator.commands import TIMED_OUT, Envelope, Receive, Sleep, StoreCall
 from emulator.errors import EmulatorInternalError, ForeignAwait
-from emulator.flows import flow_path
-from emulator.network import Network
+from emulator.net.flows import flow_path
+from emulator.net.network import Network
 from emulator.pacing import Pacer
 from emulator.rng import RngStreams
 from emulator.sysmsg import FlowDone, HostDown, HostUp, Reliable
@@ -548,9 +548,7 @@ class Kernel:
         self.tracer.record(self.now_us, "slow-store", slot.address, "", name, latency)
         self.at(self.now_us + latency, self._store_late, slot, slot.wait_token, result, error)
 
-    def _store_late(
-        self, slot: Slot, token: int, result: Any, error: BaseException | None
-    ) -> None:
+    def _store_late(self, slot: Slot, token: int, result: Any, error: BaseException | None) -> None:
         if slot.wait_token != token or slot.state != WAIT_STORE:
             return  # the caller crashed meanwhile: the answer has nobody to go to
         if slot.paused_until_us > self.now_us:

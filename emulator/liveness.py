@@ -8,7 +8,7 @@ the same trace events as the checkers and says, at the end of the history,
 which of its units of work could have run after the final heal but never
 did (`mastemu check` prints them as a separate section; the exit code stays
 that of the invariants). What "could run" means belongs to the system:
-MAST's judge is `actors/liveness.py`.
+MAST's judge is `actors/checks/liveness.py`.
 
 The emulator never imports the system, so judges arrive through
 `register_liveness`, as checkers do through `register_checker`.
@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from emulator.timeunits import format_us
 from emulator.trace import TraceEvent
+from emulator.units import format_us
 
 # How many stuck units the text lists before "… and N more".
 LISTED_MAX = 10

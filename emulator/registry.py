@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Protocol
 import msgspec
 
 from emulator.actor import Actor
-from emulator.scenario import RegionSpec
+from emulator.run.scenario import RegionSpec
 
 
 @dataclass

@@ -99,7 +99,7 @@ CREATE TABLE violations (
 """
 
 # MAST's shared replicated database: the global job queue, the fleet, the
-# data catalog. Specs are msgpack-encoded records (store/records.py); columns
+# data catalog. Specs are msgpack-encoded records (store/mast/records.py); columns
 # hold what queries filter or sort on.
 _V2 = """
 CREATE TABLE tenants (

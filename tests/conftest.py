@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from emulator import cli
+from emulator.cli import main as cli
 from emulator.trace import TraceEvent
 from store import Store
 from store.runs import RunMeta, get_run_meta

@@ -1,0 +1,265 @@
+"""Which workloads could have run after the final heal but never did (MAST and cluster runs).
+
+Read from the trace alone, like the checkers: workloads and their demand
+(`queue.submit`), their state in the queue (`queue.award`,
+`queue.transition`), the machines their jobs hold (`fleet.start`,
+`fleet.release`), the machines themselves (the `machines` setup fact and the
+kernel's `down`/`up` faults) and where data is (the `catalog` fact, replica
+and migration events).
+
+A workload is judged when, at the end of the run, it is neither done nor
+failed, none of its jobs holds machines, none has held any since the final
+heal, and it has been in its state at least `grace_us` past both the heal
+and the moment it entered that state (a workload queued a minute before the
+end proves nothing). It *can run*, and is reported stuck, when one region
+has, for the whole last `grace_us` of the run, enough healthy free GPUs of
+each type and free CPU machines for all its jobs together and ready
+replicas of all its input tables. Only machines in an ML dynamic cluster
+count: every machine is in one at the start, and RAS's moves out of them
+(`fleet.membership`) are in the trace. Two simplifications, both towards
+reporting: the boundaries between ML clusters are ignored (a job's GPUs are
+counted over the whole region), and so is priority (free capacity is free
+to anyone). Waiting for data is legitimate while a copy of a missing table
+into a region where the workload fits is in flight; when no copy is, the
+workload is reported only if the run moves data at all (some copy was
+ordered), since without a migration service nothing would ever move it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from actors.mast.ras import NON_ML
+from emulator.liveness import LivenessReport, Stuck
+from emulator.trace import TraceEvent
+
+# Ten minutes: two GMS scans at the default interval, plus an auction and a dispatch.
+GRACE_US = 600_000_000
+TERMINAL = ("DONE", "FAILED")
+
+
+@dataclass
+class _Workload:
+    jobs: list[dict[str, Any]]
+    state: str = "PENDING"
+    since_us: int = 0
+    alive: set[str] = field(default_factory=set)
+    last_held_us: int | None = None  # the last start or release of one of its jobs
+
+
+@dataclass
+class _Host:
+    region: str
+    gpu_type: str | None
+    gpus: int
+    used: int = 0
+    # In an ML dynamic cluster: all are at the start (RAS's `nonml` cluster and
+    # its unassigned machines fill only through membership moves).
+    ml: bool = True
+    # (t_us, GPUs in use from then on, or 1/0 for a CPU machine), in time order.
+    changes: list[tuple[int, int]] = field(default_factory=list)
+
+
+class WorkloadLiveness:
+    name = "workloads"
+    kinds = ("setup", "store", "fault")
+
+    def __init__(self, grace_us: int = GRACE_US) -> None:
+        self.grace_us = grace_us
+        self.workloads: dict[str, _Workload] = {}
+        self.hosts: dict[str, _Host] = {}
+        # Every allocation of each job in the store, by host: an attempt started
+        # elsewhere leaves the old ones until their CM frees them (`fleet.leftovers`).
+        self.held: dict[tuple[str, str], dict[str, int]] = {}
+        self.ready: dict[str, set[str]] = {}
+        self.copying: dict[tuple[str, str], int] = {}
+        self.moves_data = False
+        self.down: set[str] = set()
+
+    # ---- reading the trace -----------------------------------------------------------
+    def observe(self, event: TraceEvent) -> None:
+        if event.kind == "setup":
+            self._setup(event.type, event.payload)
+        elif event.kind == "fault":
+            if event.type == "down":
+                self.down.add(event.dst)
+            elif event.type == "up":
+                self.down.discard(event.dst)
+        else:
+            handler = getattr(self, "_" + event.type.replace(".", "_"), None)
+            if handler is not None:
+                args, result = event.payload
+                handler(args, result, event.t_us)
+
+    def _setup(self, type_: str, payload: Any) -> None:
+        if type_ == "machines":
+            self.hosts = {h: _Host(r, t, int(g or 0)) for h, (r, t, g) in payload.items()}
+        elif type_ == "catalog":
+            for table, regions in payload.items():
+                self.ready.setdefault(table, set()).update(regions)
+
+    def _queue_submit(self, args: list[Any], result: Any, t_us: int) -> None:
+        spec = args[0]
+        if result and spec["id"] not in self.workloads:
+            self.workloads[spec["id"]] = _Workload(list(spec["jobs"]), "PENDING", t_us)
+
+    def _queue_award(self, args: list[Any], result: Any, t_us: int) -> None:
+        self._moved(args[2], "DISPATCHING", t_us, result)
+
+    def _queue_transition(self, args: list[Any], result: Any, t_us: int) -> None:
+        self._moved(args[0], args[2], t_us, result)
+
+    def _moved(self, wid: str, state: str, t_us: int, result: Any) -> None:
+        w = self.workloads.get(wid)
+        if result and w is not None and w.state != state:
+            w.state, w.since_us = state, t_us
+
+    def _fleet_membership(self, args: list[Any], result: Any, t_us: int) -> None:
+        # RAS moves machines between clusters; one outside every ML cluster runs no job.
+        if result:
+            for host, _src, dst in args[2]:
+                h = self.hosts.get(host)
+                if h is not None:
+                    h.ml = dst is not None and not dst.endswith("/" + NON_ML)
+
+    def _fleet_start(self, args: list[Any], result: Any, t_us: int) -> None:
+        if result is None:
+            return
+        wid, job = args[2], args[3]
+        held = self.held.setdefault((wid, job), {})
+        for host, n in [(h, int(n)) for h, n in args[6]] + [(h, 1) for h in args[7]]:
+            held[host] = held.get(host, 0) + n
+            self._use(host, n, t_us)
+        w = self.workloads.get(wid)
+        if w is not None:
+            w.alive.add(job)
+            w.last_held_us = t_us
+
+    def _fleet_release(self, args: list[Any], result: Any, t_us: int) -> None:
+        if not result:
+            return
+        wid, job = args[2], args[3]
+        for host, n in self.held.pop((wid, job), {}).items():
+            self._use(host, -n, t_us)
+        w = self.workloads.get(wid)
+        if w is not None and job in w.alive:
+            w.alive.discard(job)
+            w.last_held_us = t_us
+
+    def _fleet_leftovers(self, args: list[Any], result: Any, t_us: int) -> None:
+        for host, wid, job in result or ():
+            n = self.held.get((wid, job), {}).pop(host, 0)
+            self._use(host, -n, t_us)
+
+    def _use(self, host: str, n: int, t_us: int) -> None:
+        h = self.hosts.get(host)
+        if h is not None:
+            h.used += n
+            h.changes.append((t_us, h.used))
+
+    def _catalog_replica(self, args: list[Any], result: Any, t_us: int) -> None:
+        regions = self.ready.setdefault(args[0], set())
+        if args[2] == "ready":
+            regions.add(args[1])
+        else:
+            regions.discard(args[1])
+
+    def _catalog_delete(self, args: list[Any], result: Any, t_us: int) -> None:
+        if result:
+            self.ready.get(args[0], set()).discard(args[1])
+
+    def _migration_order(self, args: list[Any], result: Any, t_us: int) -> None:
+        if result is not None:
+            self.moves_data = True
+            key = (args[1], args[3])
+            self.copying[key] = self.copying.get(key, 0) + 1
+
+    def _migration_done(self, args: list[Any], result: Any, t_us: int) -> None:
+        if result:
+            self._copied(result[0], result[1])
+            self.ready.setdefault(result[0], set()).add(result[1])
+
+    def _migration_cancel(self, args: list[Any], result: Any, t_us: int) -> None:
+        if result:
+            self._copied(result[0], result[1])
+
+    def _copied(self, table: str, region: str) -> None:
+        left = self.copying.get((table, region), 0) - 1
+        if left > 0:
+            self.copying[(table, region)] = left
+        else:
+            self.copying.pop((table, region), None)
+
+    # ---- judging ---------------------------------------------------------------------
+    def _free(self, since_us: int) -> dict[str, dict[str | None, int]]:
+        """Region → GPU type (None: CPU machines) → units free throughout [since_us, end]."""
+        free: dict[str, dict[str | None, int]] = {}
+        for name, h in sorted(self.hosts.items()):
+            if not h.ml or any(name == d or name.startswith(d + "/") for d in self.down):
+                continue
+            peak = 0
+            for t_us, used in h.changes:
+                # A change before the window sets what was in use when it opened.
+                peak = max(peak, used) if t_us > since_us else used
+            peak = max(peak, h.used)
+            room = (h.gpus - peak) if h.gpus else (1 - min(1, peak))
+            if room > 0:
+                kinds = free.setdefault(h.region, {})
+                kind = h.gpu_type if h.gpus else None
+                kinds[kind] = kinds.get(kind, 0) + room
+        return free
+
+    @staticmethod
+    def _demand(jobs: list[dict[str, Any]]) -> dict[str | None, int]:
+        need: dict[str | None, int] = {}
+        for job in jobs:
+            if job.get("gpus"):
+                need[job.get("gpu_type")] = need.get(job.get("gpu_type"), 0) + int(job["gpus"])
+            if job.get("cpu_machines"):
+                need[None] = need.get(None, 0) + int(job["cpu_machines"])
+        return need
+
+    def report(self, final_heal_us: int, end_us: int) -> LivenessReport | None:
+        if not self.workloads:
+            return None
+        out = LivenessReport(self.name, final_heal_us, end_us)
+        free = self._free(end_us - self.grace_us)
+        for wid, w in sorted(self.workloads.items()):
+            if w.state in TERMINAL or w.alive:
+                continue
+            if w.last_held_us is not None and w.last_held_us >= final_heal_us:
+                continue  # it ran after the heal (and stopped since)
+            if end_us - max(final_heal_us, w.since_us) < self.grace_us:
+                out.too_recent += 1
+                continue
+            why = self._could_run(w, free)
+            if why is None:
+                out.waiting_ok += 1
+            else:
+                out.stuck.append(Stuck(wid, w.state, w.since_us, why))
+        return out
+
+    def _could_run(self, w: _Workload, free: dict[str, dict[str | None, int]]) -> str | None:
+        """Why the workload could run now ('fits REGION'…), or None if it may wait."""
+        need = self._demand(w.jobs)
+        tables = sorted({t for job in w.jobs for t in job.get("input_tables", ())})
+        fits = [
+            region
+            for region, kinds in sorted(free.items())
+            if all(kinds.get(kind, 0) >= n for kind, n in need.items())
+        ]
+        if not fits:
+            return None
+        for region in fits:
+            if all(region in self.ready.get(t, ()) for t in tables):
+                return f"fits {region}"
+        for region in fits:
+            missing = [t for t in tables if region not in self.ready.get(t, ())]
+            if any((t, region) in self.copying for t in missing):
+                return None  # waiting for a copy in flight
+        if not self.moves_data:
+            return None  # nothing in this run moves data: it can never run
+        state = "waiting for data" if w.state == "WAITING_DATA" else "data elsewhere"
+        return f"{state}, fits {fits[0]}, no copy of its tables in flight"
+

@@ -1,0 +1,513 @@
+"""The reference single-cluster engine: runs a cluster policy over a job trace in emulated time.
+
+A discrete-event loop over integer microseconds. Events are arrivals
+(`TraceJob.submit_us`), the end of a job's work segment (it finishes, or its
+batch-size regime changes speed), and the policy's `wake_at_us`. In `event`
+scheduling the policy decides after every arrival, completion and requested
+wake-up (all events at one instant are applied first, then one decision); in
+`round` scheduling it decides only at multiples of `round_s` (a running job
+keeps its lease unless preempted; `wake_at_us` is ignored).
+
+What a decision does, in order: validate it whole (a preempt of a job not
+running, an offer of a job not waiting, an offer over the GPUs free after the
+preemptions, or a placement looser than its stated tier raises
+`PolicyDecisionError` naming policy and job); preempt; ask `policy.accepts`
+for each offer in order and start the accepted ones.
+
+Performance: a running job does `1 / (duration × slowdown / throughput)` of
+its work per µs, where `slowdown` comes from the placement tier (with
+`comm_model`) and `throughput` from its batch-size regime (perf_model).
+Preemption cost (with `preemption_cost`): a preempted job that made progress
+checkpoints for `checkpoint_s(model)`, during which its GPUs stay held: the
+policy already sees them as free (it may offer them in the same decision),
+but a job started on them begins only when the checkpoint ends. The victim
+is back in the wait queue at once but cannot begin before its own checkpoint
+is written; its next run first spends `restore_s(model, gpus)` holding its
+GPUs without progress. A job started on draining GPUs shows as running at
+once, with `first_start_us` the instant it actually begins. For every
+finished job, `finish - submit == queued_us + run_us + checkpoint_us`
+(`run_us` includes restores).
+
+A job wider than the whole cluster is failed at arrival. Ties are broken by
+(time, kind, job_id); the same input gives the same result.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import msgspec
+
+from actors.policies.cluster import perf_model
+from actors.policies.cluster.api import (
+    ClusterPolicy,
+    ClusterView,
+    ContentionCount,
+    JobView,
+    Slot,
+    TraceJob,
+)
+from actors.policies.cluster.decision import PolicyDecisionError, check_decision
+from actors.policies.cluster.placement import tier_of
+from emulator.errors import EmulatorInternalError
+
+__all__ = [
+    "JobResult",
+    "LivelockError",
+    "PolicyDecisionError",
+    "Semantics",
+    "SimResult",
+    "cluster_of",
+    "simulate",
+]
+
+S = 1_000_000
+SAME_INSTANT_DECISIONS_MAX = 1_000  # wake-ups at one instant before we call it a livelock
+IDLE_DECISIONS_MAX = 10_000  # decisions leaving an idle cluster idle before we stop
+
+
+class LivelockError(RuntimeError):
+    """The policy keeps asking to be woken at the same instant without anything changing."""
+
+
+class Semantics(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The simulator conventions in force; reports state them (they move results by 25–75%)."""
+
+    scheduling: Literal["event", "round"] = "event"
+    round_s: float = 120.0
+    preemption_cost: bool = True
+    comm_model: bool = True
+    count_failed: bool = True
+    ftf_contention: ContentionCount = "jobs"
+
+    def __post_init__(self) -> None:
+        if not self.round_s > 0:
+            raise ValueError(f"semantics.round_s must be > 0, got {self.round_s}")
+
+
+class JobResult(msgspec.Struct, frozen=True, kw_only=True):
+    """One job's outcome. Times are µs; `exclusive_us` is its run time alone, consolidated."""
+
+    job_id: str
+    gpus: int
+    model: str
+    submit_us: int
+    first_start_us: int | None
+    finish_us: int | None
+    preemptions: int
+    comm_overhead_us: int
+    failed: bool
+    duration_us: int = 0
+    mode: str = "static"
+    exclusive_us: int = 0
+    queued_us: int = 0
+    run_us: int = 0
+    checkpoint_us: int = 0
+    restore_us: int = 0
+
+
+class SimResult(msgspec.Struct, frozen=True, kw_only=True):
+    """A run: every job's result, the GPU-time held, and the conventions in force.
+
+    `makespan_us` runs from the first submission to the last finish (or to
+    `end_us` if a job is unfinished); `gpu_busy_us` is GPU-µs held by jobs
+    running, restoring or checkpointing; `stalled` says the run stopped because
+    the policy left an idle cluster idle for IDLE_DECISIONS_MAX decisions.
+    """
+
+    policy: str
+    semantics: Semantics
+    jobs: tuple[JobResult, ...]
+    makespan_us: int
+    end_us: int
+    gpus_total: int
+    gpu_busy_us: int
+    decisions: int
+    stalled: bool = False
+
+
+DEFAULT_SEMANTICS = Semantics()
+
+
+def cluster_of(
+    machines: int, gpus_per_machine: int, machines_per_rack: int, gpu_type: str = "gpu"
+) -> tuple[Slot, ...]:
+    """An idle cluster: hosts m000, m001, … filled into racks r00, r01, … in order."""
+    if machines < 1 or gpus_per_machine < 1 or machines_per_rack < 1:
+        raise ValueError("cluster_of: machines, gpus_per_machine, machines_per_rack must be >= 1")
+    return tuple(
+        Slot(
+            host=f"m{i:03d}",
+            rack=f"r{i // machines_per_rack:02d}",
+            gpus_total=gpus_per_machine,
+            gpus_free=gpus_per_machine,
+            gpu_type=gpu_type,
+        )
+        for i in range(machines)
+    )
+
+
+def _ceil_us(x: float) -> int:
+    # Float noise (1e6 * 1.1 = 1100000.0000000002) must not cost a whole µs.
+    return max(0, math.ceil(x - 1e-6))
+
+
+@dataclass(slots=True)
+class _Job:
+    t: TraceJob
+    regimes: tuple[perf_model.Regime, ...]
+    base_batch: int
+    state: str = "pending"  # pending, waiting, running, done, failed
+    ready_at: int = 0  # earliest begin of the next run (its checkpoint is written)
+    queued_since: int = 0
+    placement: tuple[tuple[str, int], ...] = ()
+    slowdown: float = 1.0
+    begin: int = 0  # holds its GPUs from here
+    active: int = 0  # makes progress from here (after restore)
+    anchor: int = 0  # start of the current speed segment
+    done: float = 0.0  # work done at `anchor`, in µs of consolidated initial-batch run time
+    idx: int = 0  # current regime
+    version: int = 0
+    first_start: int | None = None
+    finish: int | None = None
+    preemptions: int = 0
+    executed: int = 0
+    queued: int = 0
+    run: int = 0
+    ckpt: int = 0
+    restore: int = 0
+    comm: float = 0.0
+    needs_restore: bool = False
+    view: JobView | None = None
+
+    def cost(self) -> float:
+        return self.slowdown / self.regimes[self.idx].throughput
+
+    def target(self) -> float:
+        return self.regimes[self.idx].end * self.t.duration_us
+
+    def work_at(self, now: int) -> float:
+        if self.state != "running" or now <= self.anchor:
+            return self.done
+        return min(self.target(), self.done + (now - self.anchor) / self.cost())
+
+
+def _exclusive_us(j: _Job) -> int:
+    """Run time alone, consolidated: the engine's own arithmetic, segment by segment."""
+    d = j.t.duration_us
+    return sum(_ceil_us((r.end * d - r.start * d) * (1.0 / r.throughput)) for r in j.regimes)
+
+
+@dataclass(slots=True)
+class _Engine:
+    policy: Any
+    params: Any
+    sem: Semantics
+    machines: tuple[Slot, ...]
+    free: dict[str, int] = field(default_factory=dict)
+    draining: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
+    slots: dict[str, Slot] = field(default_factory=dict)
+    rack_of: dict[str, str] = field(default_factory=dict)
+    jobs: dict[str, _Job] = field(default_factory=dict)
+    present: dict[str, _Job] = field(default_factory=dict)  # waiting or running, arrival order
+    heap: list[tuple[int, int, str, int]] = field(default_factory=list)
+    finished: list[JobView] = field(default_factory=list)
+    gpu_busy: int = 0
+    decisions: int = 0
+
+    # --- GPUs --------------------------------------------------------------
+    def _slot(self, host: str) -> Slot:
+        s = self.slots[host]
+        free = self.free[host] + sum(n for _, n in self.draining[host])
+        if s.gpus_free != free:
+            s = self.slots[host] = msgspec.structs.replace(s, gpus_free=free)
+        return s
+
+    def _take(self, host: str, n: int, now: int) -> int:
+        """Allocate `n` GPUs on `host`; the time the last of them stops draining."""
+        pending = sorted(self.draining[host])
+        while pending and pending[0][0] <= now:
+            self.free[host] += pending.pop(0)[1]
+        got = min(n, self.free[host])
+        self.free[host] -= got
+        n -= got
+        ready = now
+        while n > 0:
+            if not pending:
+                raise EmulatorInternalError(f"{host}: allocation beyond its free GPUs")
+            release, k = pending.pop(0)
+            used = min(k, n)
+            n -= used
+            ready = max(ready, release)
+            if k > used:
+                pending.insert(0, (release, k - used))
+        self.draining[host] = pending
+        return ready
+
+    def _release(self, placement: tuple[tuple[str, int], ...], until: int, now: int) -> None:
+        for host, n in placement:
+            if until > now:
+                self.draining[host].append((until, n))
+            else:
+                self.free[host] += n
+            if self._slot(host).gpus_free > self.slots[host].gpus_total:
+                raise EmulatorInternalError(f"{host}: more GPUs free than it has")
+
+    # --- job life ------------------------------------------------------------
+    def _view(self, j: _Job, now: int) -> JobView:
+        if j.view is not None and j.state != "running":
+            return j.view
+        t, running = j.t, j.state == "running"
+        held = max(0, now - j.begin) if running else 0
+        work = j.work_at(now)
+        v = JobView(
+            job_id=t.job_id,
+            gpus=t.gpus,
+            model=t.model,
+            submit_us=t.submit_us,
+            queued_since_us=j.queued_since,
+            duration_us=t.duration_us,
+            first_start_us=j.first_start,
+            placement=j.placement if running else (),
+            attained_gpu_us=(j.executed + held) * t.gpus,
+            executed_us=j.executed + held,
+            progress=min(1.0, work / t.duration_us),
+            iterations=t.iterations,
+            preemptions=j.preemptions,
+            slowdown=j.slowdown if running else 1.0,
+            mode=t.mode,
+            batch_size=j.base_batch * j.regimes[j.idx].batch_scale,
+            weight=t.weight,
+        )
+        j.view = v
+        return v
+
+    def _schedule_segment(self, j: _Job) -> None:
+        end = j.anchor + _ceil_us((j.target() - j.done) * j.cost())
+        heapq.heappush(self.heap, (end, 0, j.t.job_id, j.version))
+
+    def _start(self, j: _Job, placement: tuple[tuple[str, int], ...], now: int) -> None:
+        begin = max([now, j.ready_at] + [self._take(h, n, now) for h, n in placement])
+        restore = 0
+        if j.needs_restore and self.sem.preemption_cost:
+            restore = round(perf_model.restore_s(j.t.model, j.t.gpus) * S)
+        tier = tier_of(placement, self.rack_of)
+        j.slowdown = perf_model.slowdown(j.t.model, tier, j.t.gpus) if self.sem.comm_model else 1.0
+        j.state, j.placement, j.begin = "running", placement, begin
+        j.active = j.anchor = begin + restore
+        j.queued += begin - j.ready_at
+        if j.first_start is None:
+            j.first_start = begin
+        while j.idx < len(j.regimes) - 1 and j.done >= j.target():
+            j.idx += 1
+        j.version += 1
+        j.view = None
+        self._schedule_segment(j)
+
+    def _stop(self, j: _Job, now: int, *, preempt: bool) -> None:
+        """Close the current run at `now` (finish or preemption) and release its GPUs."""
+        j.done = j.work_at(now)
+        held = max(0, now - j.begin)
+        j.run += held
+        j.executed += held
+        j.restore += max(0, min(now, j.active) - j.begin)
+        j.comm += max(0, now - j.anchor) * (1.0 - 1.0 / j.slowdown)
+        if now < j.begin:  # stopped before its GPUs were even free: keep only the queueing so far
+            j.queued -= (j.begin - j.ready_at) - max(0, now - j.ready_at)
+        ckpt = 0
+        if preempt and self.sem.preemption_cost and now > j.active:
+            ckpt = round(perf_model.checkpoint_s(j.t.model) * S)
+            j.needs_restore = True
+        j.ckpt += ckpt
+        self.gpu_busy += j.t.gpus * (held + ckpt)
+        self._release(j.placement, max(now + ckpt, j.begin), now)
+        j.placement, j.slowdown, j.view = (), 1.0, None
+        j.version += 1
+        if preempt:
+            j.state, j.queued_since, j.ready_at = "waiting", now, max(j.ready_at, now + ckpt)
+            j.preemptions += 1
+
+    def _segment_end(self, j: _Job, now: int) -> bool:
+        """The job reached the end of its regime: finish, or continue at the next speed."""
+        if j.idx == len(j.regimes) - 1:
+            self._stop(j, now, preempt=False)
+            j.done, j.state, j.finish = float(j.t.duration_us), "done", now
+            self.finished.append(self._view(j, now))
+            del self.present[j.t.job_id]
+            return True
+        j.comm += (now - j.anchor) * (1.0 - 1.0 / j.slowdown)
+        j.done, j.anchor = j.target(), now
+        j.idx += 1
+        j.view = None
+        self._schedule_segment(j)
+        return False
+
+    def _arrive(self, j: _Job, total: int) -> None:
+        if j.t.gpus > total:
+            j.state = "failed"
+            return
+        j.state, j.queued_since, j.ready_at = "waiting", j.t.submit_us, j.t.submit_us
+        self.present[j.t.job_id] = j
+
+    # --- decisions -----------------------------------------------------------
+    def decide(self, state: Any, now: int) -> tuple[Any, int | None, bool]:
+        """One policy call at `now`: returns next state, wake time, and whether anything changed."""
+        round_us = round(self.sem.round_s * S) if self.sem.scheduling == "round" else None
+        view = ClusterView(
+            now_us=now,
+            machines=tuple(self._slot(s.host) for s in self.machines),
+            jobs=tuple(self._view(j, now) for j in self.present.values()),
+            finished=tuple(self.finished),
+            round_us=round_us,
+            ftf_contention=self.sem.ftf_contention,
+        )
+        self.finished = []
+        self.decisions += 1
+        decision, state = self.policy.decide(view, state, self.params)
+        check_decision(self.policy.name, view, decision, self.rack_of)
+        victims = {job_id: self.present[job_id] for job_id in decision.preempt}
+        for j in victims.values():
+            self._stop(j, now, preempt=True)
+        changed = bool(victims)
+        for offer in decision.start:
+            j = self.present[offer.job_id]
+            if self.policy.accepts(offer, self._view(j, now), now, self.params):
+                merged: dict[str, int] = defaultdict(int)
+                for host, n in offer.placement:
+                    merged[host] += n
+                self._start(j, tuple(sorted(merged.items())), now)
+                changed = True
+        return state, decision.wake_at_us, changed
+
+
+def simulate(
+    policy: ClusterPolicy,
+    params: Any,
+    jobs: Sequence[TraceJob],
+    machines: Sequence[Slot],
+    semantics: Semantics = DEFAULT_SEMANTICS,
+    *,
+    until_us: int | None = None,
+) -> SimResult:
+    """Run `policy` over `jobs` on `machines` (all idle at time 0) and report every job."""
+    eng = _Engine(policy=policy, params=params, sem=semantics, machines=tuple(machines))
+    for s in eng.machines:
+        if s.host in eng.slots:
+            raise ValueError(f"machine {s.host!r} listed twice")
+        eng.slots[s.host] = msgspec.structs.replace(s, gpus_free=s.gpus_total)
+        eng.free[s.host], eng.rack_of[s.host] = s.gpus_total, s.rack
+    total = sum(s.gpus_total for s in eng.machines)
+    for t in jobs:
+        if t.job_id in eng.jobs:
+            raise ValueError(f"job {t.job_id!r} listed twice")
+        eng.jobs[t.job_id] = _Job(
+            t=t, regimes=perf_model.regimes(t.mode), base_batch=perf_model.base_batch_size(t.model)
+        )
+        heapq.heappush(eng.heap, (t.submit_us, 1, t.job_id, 0))
+    round_us = round(semantics.round_s * S) if semantics.scheduling == "round" else None
+    state = policy.initial_state(params)
+    wake: int | None = None
+    next_round = 0
+    now = last_decision = 0
+    same_instant = idle = 0
+    stalled = False
+    while True:
+        if not eng.present and not eng.heap:
+            break  # nothing left to run or to arrive: wake-ups cannot change anything
+        if round_us is not None:
+            if not eng.present:  # skip empty rounds up to the next arrival
+                next_round = max(next_round, -(-eng.heap[0][0] // round_us) * round_us)
+            nxt = min(eng.heap[0][0], next_round) if eng.heap else next_round
+        else:
+            candidates = [x for x in (eng.heap[0][0] if eng.heap else None, wake) if x is not None]
+            if not candidates:
+                break
+            nxt = max(now, min(candidates))
+        if until_us is not None and nxt > until_us:
+            now = until_us
+            break
+        now = nxt
+        happened = False  # an arrival or a completion at this instant
+        while eng.heap and eng.heap[0][0] == now:
+            _, kind, job_id, version = heapq.heappop(eng.heap)
+            j = eng.jobs[job_id]
+            if kind == 1:
+                eng._arrive(j, total)
+                happened = happened or j.state == "waiting"
+            elif j.state == "running" and j.version == version:
+                happened = eng._segment_end(j, now) or happened
+        if round_us is not None:
+            if now != next_round:
+                continue
+            next_round += round_us
+        else:
+            woken = wake is not None and wake <= now
+            if woken:
+                wake = None
+            if not (happened or woken):
+                continue
+        same_instant = same_instant + 1 if now == last_decision and eng.decisions else 0
+        if same_instant > SAME_INSTANT_DECISIONS_MAX:
+            raise LivelockError(
+                f"policy {policy.name!r} asked to decide {same_instant} times at t={now} µs "
+                "without time moving: it keeps waking itself at the same instant"
+            )
+        last_decision = now
+        state, wake, changed = eng.decide(state, now)
+        if round_us is not None:
+            wake = None
+        busy = changed or happened or any(j.state == "running" for j in eng.present.values())
+        idle = 0 if busy else idle + 1
+        if idle > IDLE_DECISIONS_MAX:
+            stalled = True
+            break
+    end = now
+    results = []
+    for j in eng.jobs.values():
+        if j.state == "running":
+            eng._stop(j, end, preempt=False)
+        elif j.state == "waiting":
+            j.queued += max(0, end - j.ready_at)
+        t = j.t
+        results.append(
+            JobResult(
+                job_id=t.job_id,
+                gpus=t.gpus,
+                model=t.model,
+                submit_us=t.submit_us,
+                first_start_us=j.first_start,
+                finish_us=j.finish,
+                preemptions=j.preemptions,
+                comm_overhead_us=round(j.comm),
+                failed=j.state == "failed",
+                duration_us=t.duration_us,
+                mode=t.mode,
+                exclusive_us=_exclusive_us(j),
+                queued_us=j.queued,
+                run_us=j.run,
+                checkpoint_us=j.ckpt,
+                restore_us=j.restore,
+            )
+        )
+    live = [r for r in results if not r.failed]
+    makespan = 0
+    if live:
+        done = [r.finish_us for r in live if r.finish_us is not None]
+        last = end if len(done) < len(live) else max(done)
+        makespan = last - min(r.submit_us for r in live)
+    return SimResult(
+        policy=policy.name,
+        semantics=semantics,
+        jobs=tuple(results),
+        makespan_us=makespan,
+        end_us=end,
+        gpus_total=total,
+        gpu_busy_us=eng.gpu_busy,
+        decisions=eng.decisions,
+        stalled=stalled,
+    )

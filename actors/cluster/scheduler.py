@@ -1,0 +1,495 @@
+"""The cluster scheduler: runs a cluster policy (Tiresias, Dally, Shockwave, …) in the RMS role.
+
+It leads the region's scheduler role (`rms/REGION`, so the cluster manager's
+reports reach it as they reach MAST's RMS) over one GPU cluster, keeps the
+wait queue, and asks its policy what to do: after every arrival, completion,
+preemption and failed start and when the policy asked to be woken
+(`event` scheduling), or only at every round boundary (`round`).
+
+A decision is carried out with MAST's machinery. Preemptions are stop
+orders to the CM (with a checkpoint when preemption costs are on). A start
+is an offer to the job's agent (`actors/cluster/job_agent.py`), which may
+turn it down (Dally); an accepted offer is recorded in the job queue like an
+award (`queue.award`, so at most one dispatch of a job exists) and sent to
+the CM as a plan whose victims are the stopping jobs on its machines: the
+CM starts the job only once they have saved their checkpoints. The job's
+agent trains at the pace of the performance model (`Pace`).
+
+The policy sees a stopping job as waiting and its GPUs as free, as the
+reference engine does (`actors/cluster/engine.py`); an offer to a job that is
+still stopping is held until it has stopped.
+
+Crash recovery: job accounts and the policy's state are in the store
+(`kv`); a new leader rebuilds from them, the job queue and the fleet.
+Reports sent to the old leader are resent to the new one (`send_reliably`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from actors.cluster.engine import Semantics
+from actors.cluster.jobs import (
+    NAMESPACE,
+    JobAccount,
+    close_run,
+    merged,
+    pace_for,
+    policy_view,
+    requeue,
+    stopping_on,
+    view_of,
+)
+from actors.cluster.messages import Offer, OfferReply
+from actors.common.leadership import LeaseHolder, LeaseTiming
+from actors.common.messages import EndReason, ExecutePlan, JobEnded, PlanResult, StopJob, Submitted
+from actors.policies.cluster import perf_model
+from actors.policies.cluster.api import ClusterView, Decision, Start, TraceJob
+from actors.policies.cluster.decision import check_decision
+from actors.policies.cluster.placement import tier_of
+from actors.policies.cluster.registry import cluster_policy
+from emulator.actor import on
+from emulator.errors import EmulatorInternalError
+from emulator.run.scenario import Duration
+from store import kv
+from store.mast import fleet, queue
+from store.mast.records import JobSpec
+
+JOB = "train"  # the one job of each workload a trace job becomes
+SAME_INSTANT_DECISIONS_MAX = 1_000
+POLICY_KEY = "policy-state"
+POLICY_NAMESPACE = "cluster.policy"
+
+
+class SchedulerParams(msgspec.Struct, frozen=True, kw_only=True):
+    """One cluster's scheduler: its policy (validated params), conventions and trace jobs."""
+
+    region: str
+    cluster: str
+    policy: str
+    policy_params: Any
+    semantics: Semantics
+    jobs: tuple[TraceJob, ...]
+    gpu_type: str
+    checkpoint_every: Duration = Duration(0)
+    offer_timeout: Duration = Duration(5_000_000)
+    dispatch_timeout: Duration = Duration(900_000_000)
+    lease: LeaseTiming = LeaseTiming()
+
+
+class _Decide(msgspec.Struct, frozen=True, tag=True):
+    """Self-timer: call the policy (coalesces the events of one instant)."""
+
+
+class _Wake(msgspec.Struct, frozen=True, tag=True):
+    """Self-timer: the policy asked to be called at this time."""
+
+    at_us: int
+
+
+class _Round(msgspec.Struct, frozen=True, tag=True):
+    """Self-timer: a round boundary (round scheduling)."""
+
+
+class _OfferTimeout(msgspec.Struct, frozen=True, tag=True):
+    job_id: str
+    offer_id: int
+
+
+class _DispatchTimeout(msgspec.Struct, frozen=True, tag=True):
+    job_id: str
+    dispatch: int
+
+
+def agent_address(job_id: str) -> str:
+    return f"job/{job_id}"
+
+
+def job_spec(t: TraceJob, gpu_type: str, checkpoint_every_us: int) -> JobSpec:
+    """The one job of the workload a trace job becomes; its work is the trace duration."""
+    return JobSpec(
+        name=JOB,
+        gpu_type=gpu_type,
+        gpus=t.gpus,
+        work_us=t.duration_us,
+        checkpoint_every_us=checkpoint_every_us,
+    )
+
+
+class ClusterScheduler(LeaseHolder):
+    kind = "cluster-scheduler"
+    Params = SchedulerParams
+    params: SchedulerParams
+
+    async def on_start(self) -> None:
+        p = self.params
+        self.policy = cluster_policy(p.policy)
+        self.trace = {t.job_id: t for t in p.jobs}
+        self.cm = f"cm/{p.cluster}"
+        self.round_us = (
+            round(p.semantics.round_s * 1e6) if p.semantics.scheduling == "round" else None
+        )
+        self.built_epoch: int | None = None
+        self.accounts: dict[str, JobAccount] = {}
+        self.finished: list[Any] = []
+        self.offers: dict[str, int] = {}  # job → outstanding offer id
+        self.next_offer = 0
+        self.decide_armed = False
+        self.wake_timer: int | None = None
+        self.last_decision_us = -1
+        self.same_instant = 0
+        await self.lead(f"rms/{p.region}")
+        machines = await self.store(fleet.machines, p.cluster)
+        self.rack_of = {m.host: m.rack for m, _ in machines}
+        self.gpus_total = sum(m.gpus for m, _ in machines)
+        await self._leading()
+        if self.round_us is not None:
+            self.set_timer(self.round_us - self.now_us % self.round_us, _Round())
+
+    # ---- leadership and rebuild ------------------------------------------------------
+    async def _leading(self) -> bool:
+        """Whether this instance leads now; a new epoch rebuilds the state from the store."""
+        fence = await self.current_fence()
+        if fence is None:
+            return False
+        if fence.epoch != self.built_epoch:
+            await self._rebuild()
+            self.built_epoch = fence.epoch
+        return True
+
+    async def _rebuild(self) -> None:
+        p = self.params
+        saved = dict(await self.store(kv.items, NAMESPACE, JobAccount))
+        entries = {e.id: e for e in await self.store(queue.in_states, queue.STATES)}
+        rows = {r.workload_id: r for r in await self.store(fleet.jobs, p.cluster)}
+        self.accounts = {}
+        self.offers = {}
+        self.policy_state = self.policy.initial_state(p.policy_params)
+        if self.policy_state is not None:
+            stored = await self.store(kv.get, POLICY_NAMESPACE, POLICY_KEY, type(self.policy_state))
+            self.policy_state = stored if stored is not None else self.policy_state
+        for job_id, t in self.trace.items():
+            a = saved.get(job_id) or JobAccount(job_id=job_id)
+            self.accounts[job_id] = a
+            entry, row = entries.get(job_id), rows.get(job_id)
+            if entry is None:
+                a.state = "future"
+                continue
+            live = row is not None and row.state in fleet.LIVE_JOB_STATES
+            if entry.state in queue.QUEUED:
+                if a.state == "future":
+                    a.queued_since_us = a.ready_us = t.submit_us
+                a.state, a.deferred, a.placement = "waiting", None, ()
+            elif entry.state == "DISPATCHING":
+                a.state = "running" if live else "dispatching"
+                if not live:
+                    self.set_timer(p.dispatch_timeout, _DispatchTimeout(job_id, a.dispatch))
+            elif entry.state == "RUNNING":
+                if row is not None and row.state == "CHECKPOINTING":
+                    a.state = "stopping"
+                elif live:
+                    a.state = "stopping" if a.state == "stopping" else "running"
+                else:
+                    # Its end was reported to the last leader, which died before
+                    # recording it: the fleet has the outcome.
+                    await self._ended(job_id, "done" if row and row.state == "DONE" else "failed")
+            elif entry.state in ("DONE", "FAILED"):
+                a.state = "done" if entry.state == "DONE" else "failed"
+        self.decision("cluster.rebuilt", {"jobs": len(self.accounts)})
+        self._kick()
+
+    # ---- events ---------------------------------------------------------------------
+    @on(Submitted)
+    async def submitted(self, msg: Submitted) -> None:
+        if not await self._leading():
+            return
+        a = self.accounts.get(msg.workload_id)
+        if a is None or a.state != "future":
+            return
+        t = self.trace[msg.workload_id]
+        a.state, a.queued_since_us, a.ready_us = "waiting", t.submit_us, t.submit_us
+        # Wider than the whole cluster: it can never run (the engine fails it too).
+        if t.gpus > self.gpus_total and await self.store(
+            queue.transition, t.job_id, queue.QUEUED, "FAILED", self.now_us
+        ):
+            a.state = "failed"
+        await self._save(a)
+        self._kick()
+
+    @on(OfferReply)
+    async def offer_reply(self, msg: OfferReply) -> None:
+        if self.offers.get(msg.job_id) != msg.offer_id or not await self._leading():
+            return
+        del self.offers[msg.job_id]
+        a = self.accounts[msg.job_id]
+        if a.state != "offered":
+            return
+        if msg.accept:
+            await self._dispatch(a)
+        else:
+            self._turned_down(a)
+
+    @on(_OfferTimeout)
+    async def offer_timeout(self, msg: _OfferTimeout) -> None:
+        if self.offers.get(msg.job_id) == msg.offer_id:
+            del self.offers[msg.job_id]
+            a = self.accounts[msg.job_id]
+            if a.state == "offered" and await self._leading():
+                self._turned_down(a)
+
+    @on(PlanResult)
+    async def plan_result(self, msg: PlanResult) -> None:
+        if not await self._leading():
+            return
+        a = self.accounts.get(msg.workload_id)
+        if a is None or a.state != "dispatching" or a.dispatch != msg.auction_id:
+            return
+        now = self.now_us
+        if msg.ok:
+            if not await self.store(
+                queue.transition, a.job_id, ("DISPATCHING",), "RUNNING", now, a.dispatch
+            ):
+                return
+            a.state, a.begin_us = "running", now
+            a.queued_us += max(0, now - a.ready_us)
+            if a.first_start_us is None:
+                a.first_start_us = now
+            await self._save(a)
+            return
+        self.decision("cluster.plan-refused", {"job": a.job_id, "why": msg.reason})
+        await self._back_to_queue(a)
+
+    @on(_DispatchTimeout)
+    async def dispatch_timeout(self, msg: _DispatchTimeout) -> None:
+        a = self.accounts.get(msg.job_id)
+        if a is None or a.state != "dispatching" or a.dispatch != msg.dispatch:
+            return
+        if await self._leading():
+            self.send_reliably(
+                self.cm,
+                StopJob(
+                    workload_id=a.job_id,
+                    job=JOB,
+                    reason="aborted",
+                    checkpoint=False,
+                    rms_epoch=self._epoch(),
+                ),
+            )
+            await self._back_to_queue(a)
+
+    @on(JobEnded)
+    async def job_ended(self, msg: JobEnded) -> None:
+        if await self._leading():
+            await self._ended(msg.workload_id, msg.reason)
+
+    async def _ended(self, job_id: str, reason: EndReason) -> None:
+        a = self.accounts.get(job_id)
+        if a is None or a.state not in ("dispatching", "running", "stopping"):
+            return
+        now = self.now_us
+        row = await self.store(fleet.job, job_id, JOB)
+        saved = float(row.checkpoint_us) if row is not None else a.work_us
+        t = self.trace[job_id]
+        if reason == "done":
+            if not await self.store(
+                queue.transition, job_id, ("DISPATCHING", "RUNNING"), "DONE", now, a.dispatch
+            ):
+                return
+            close_run(a, now, float(t.duration_us), preempted=False)
+            a.state, a.finish_us = "done", now
+            self.finished.append(view_of(a, t, now, ()))
+            self.decision("cluster.job-done", {"job": job_id, "jct_s": (now - t.submit_us) / 1e6})
+        else:
+            preempted = reason == "preempted"
+            if not await self.store(
+                queue.transition,
+                job_id,
+                ("DISPATCHING", "RUNNING"),
+                "PENDING",
+                now,
+                a.dispatch,
+                preempted,
+            ):
+                return
+            close_run(a, now, saved, preempted=preempted)
+            requeue(a, now, preempted=preempted)
+            if a.deferred is not None:
+                start, a.deferred = a.deferred, None
+                self._offer(a, start)
+        await self._save(a)
+        self._kick()
+
+    @on(_Decide)
+    async def decide_now(self, _: _Decide) -> None:
+        self.decide_armed = False
+        await self._decide()
+
+    @on(_Wake)
+    async def wake(self, msg: _Wake) -> None:
+        self.wake_timer = None
+        await self._decide()
+
+    @on(_Round)
+    async def round_boundary(self, _: _Round) -> None:
+        assert self.round_us is not None
+        self.set_timer(self.round_us, _Round())
+        await self._decide()
+
+    def _kick(self) -> None:
+        """Decide once the events of this instant are in (event scheduling only)."""
+        if self.round_us is None and not self.decide_armed:
+            self.decide_armed = True
+            self.set_timer(0, _Decide())
+
+    # ---- deciding ----------------------------------------------------------------------
+    async def _decide(self) -> None:
+        if not await self._leading():
+            return
+        p = self.params
+        now = self.now_us
+        self.same_instant = self.same_instant + 1 if now == self.last_decision_us else 0
+        self.last_decision_us = now
+        if self.same_instant > SAME_INSTANT_DECISIONS_MAX:
+            raise EmulatorInternalError(
+                f"policy {p.policy!r} asked to decide {self.same_instant} times at t={now} µs"
+            )
+        view = await self._view()
+        self.finished = []
+        decision, state = self.policy.decide(view, self.policy_state, p.policy_params)
+        check_decision(p.policy, view, decision, self.rack_of)
+        if state is not None and state != self.policy_state:
+            await self.store(kv.put, POLICY_NAMESPACE, POLICY_KEY, state)
+        self.policy_state = state
+        if decision.preempt or decision.start:
+            self.decision(
+                "cluster.decision",
+                {"preempt": list(decision.preempt), "start": [s.job_id for s in decision.start]},
+            )
+        for job_id in decision.preempt:
+            await self._preempt(self.accounts[job_id])
+        for start in decision.start:
+            a = self.accounts[start.job_id]
+            if a.state == "stopping":
+                a.deferred = start  # offered once its checkpoint is saved
+            else:
+                self._offer(a, start)
+        self._arm_wake(decision)
+
+    async def _view(self) -> ClusterView:
+        p = self.params
+        machines = await self.store(fleet.machines, p.cluster)
+        return policy_view(
+            self.accounts,
+            self.trace,
+            machines,
+            self.now_us,
+            p.gpu_type,
+            self.round_us,
+            self.finished,
+            p.semantics.ftf_contention,
+        )
+
+    def _arm_wake(self, decision: Decision) -> None:
+        if self.round_us is not None:
+            return
+        if self.wake_timer is not None:
+            self.cancel_timer(self.wake_timer)
+            self.wake_timer = None
+        if decision.wake_at_us is not None:
+            at = max(self.now_us, decision.wake_at_us)
+            self.wake_timer = self.set_timer(at - self.now_us, _Wake(at))
+
+    async def _preempt(self, a: JobAccount) -> None:
+        if a.state == "stopping":
+            a.deferred = None  # the held offer is withdrawn; the stop goes on
+            return
+        if a.state == "offered":
+            # Not started yet: withdraw the offer, nothing to checkpoint.
+            self.offers.pop(a.job_id, None)
+            a.state, a.placement = "waiting", ()
+            return
+        a.state, a.stop_us = "stopping", self.now_us
+        await self._save(a)
+        self.send_reliably(
+            self.cm,
+            StopJob(
+                workload_id=a.job_id,
+                job=JOB,
+                reason="preempted",
+                checkpoint=self.params.semantics.preemption_cost,
+                rms_epoch=self._epoch(),
+            ),
+        )
+
+    def _offer(self, a: JobAccount, start: Start) -> None:
+        t = self.trace[a.job_id]
+        self.next_offer += 1
+        a.state, a.placement = "offered", merged(start.placement)
+        self.offers[a.job_id] = self.next_offer
+        self.send(
+            agent_address(a.job_id),
+            Offer(
+                offer_id=self.next_offer,
+                start=start,
+                job=view_of(a, t, self.now_us, ()),
+            ),
+        )
+        self.set_timer(self.params.offer_timeout, _OfferTimeout(a.job_id, self.next_offer))
+
+    def _turned_down(self, a: JobAccount) -> None:
+        a.state, a.placement = "waiting", ()
+        self.decision("cluster.offer-declined", {"job": a.job_id})
+
+    async def _dispatch(self, a: JobAccount) -> None:
+        p = self.params
+        fence = await self.current_fence()
+        now = self.now_us
+        auction = await self.store(queue.open_auction, fence, now, a.job_id) if fence else None
+        if (
+            fence is None
+            or auction is None
+            or not await self.store(queue.award, fence, now, a.job_id, auction, p.region)
+        ):
+            self._turned_down(a)
+            return
+        t = self.trace[a.job_id]
+        tier = tier_of(a.placement, self.rack_of)
+        slowdown = perf_model.slowdown(t.model, tier, t.gpus) if p.semantics.comm_model else 1.0
+        a.state, a.dispatch = "dispatching", auction
+        a.pace = pace_for(t, slowdown, preemption_cost=p.semantics.preemption_cost)
+        await self._save(a)
+        victims = tuple((job_id, JOB) for job_id in stopping_on(self.accounts, a.placement))
+        self.send_reliably(
+            self.cm,
+            ExecutePlan(
+                auction_id=auction,
+                rms_epoch=fence.epoch,
+                workload_id=a.job_id,
+                job=job_spec(t, p.gpu_type, int(p.checkpoint_every)),
+                priority=0,
+                gpus=a.placement,
+                cpu_hosts=(),
+                victims=victims,
+                pace=a.pace,
+            ),
+        )
+        self.set_timer(p.dispatch_timeout, _DispatchTimeout(a.job_id, auction))
+
+    async def _back_to_queue(self, a: JobAccount) -> None:
+        """A dispatch that did not start: back to the queue, no preemption."""
+        await self.store(
+            queue.transition, a.job_id, ("DISPATCHING",), "PENDING", self.now_us, a.dispatch
+        )
+        close_run(a, self.now_us, a.work_us, preempted=False)
+        a.state, a.ready_us = "waiting", self.now_us
+        await self._save(a)
+        self._kick()
+
+    def _epoch(self) -> int:
+        """The epoch this instance's orders carry (0 if it does not lead: no CM obeys)."""
+        return self.fence.epoch if self.fence is not None else 0
+
+    async def _save(self, a: JobAccount) -> None:
+        await self.store(kv.put, NAMESPACE, a.job_id, a)

@@ -1,0 +1,260 @@
+"""An actor's working view of one dynamic cluster, turned into policy snapshots.
+
+The cluster manager keeps one for its own cluster (the truth while it lives);
+an RMS keeps one per cluster of its region (a cache refreshed from the store
+at every GMS-scan pass and updated by the plans it dispatches). Policies never
+see this mutable view, only the frozen `ClusterSnapshot` it produces.
+
+Snapshots are cached until the next change, and a change rebuilds only what
+it touched: the view keeps one `MachineState` per host and one `RunningJob`
+per job and remakes just those of the hosts and jobs changed since the last
+snapshot (a plan touches a few machines of thousands), and the new
+snapshot's placement index is derived from the last one's
+(`ClusterIndex.updated`) instead of built anew. A view reloaded from the
+store starts from the view it replaces (`fetch(..., previous=)`), so what
+did not change is not rebuilt either. Snapshots and indices are equal to
+ones built from scratch.
+
+Machines in transit: RAS may move a machine into this cluster while a job of
+its old cluster still holds it (that cluster's CM frees it soon). Such a host
+is in `transit`: part of the cluster, but offered to no plan (unhealthy in
+snapshots) until a reload finds it free. Its holder is not one of this
+cluster's jobs, so it is never a preemption victim here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from actors.policies.mast.placement.capacity import attach_index, has_index
+from actors.policies.mast.placement.snapshot import ClusterSnapshot, MachineState, RunningJob
+from emulator.actor import Actor
+from store.mast import fleet
+from store.mast.fleet import Allocation, JobRow
+from store.mast.records import Machine
+
+
+@dataclass
+class Held:
+    """What one job holds in the cluster."""
+
+    priority: int
+    started_us: int
+    gpus: dict[str, int] = field(default_factory=dict)
+    cpu_hosts: list[str] = field(default_factory=list)
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted(set(self.gpus) | set(self.cpu_hosts))
+
+
+class ClusterView:
+    def __init__(self, cluster: str, machines: Iterable[tuple[Machine, bool]]) -> None:
+        self.cluster = cluster
+        self.machines: dict[str, Machine] = {}
+        self.healthy: dict[str, bool] = {}
+        for machine, healthy in machines:
+            self.machines[machine.host] = machine
+            self.healthy[machine.host] = healthy
+        # The hardware kinds present (healthy or not): GPU types, and CPU machines.
+        self.gpu_types = {m.gpu_type for m in self.machines.values() if m.gpu_type}
+        self.has_cpu = any(m.gpus == 0 for m in self.machines.values())
+        self.gpus_used: dict[str, int] = dict.fromkeys(self.machines, 0)
+        self.cpu_busy: set[str] = set()
+        self.jobs: dict[tuple[str, str], Held] = {}
+        self.transit: set[str] = set()  # held by another cluster's job (module docstring)
+        self._snapshot: ClusterSnapshot | None = None
+        # The snapshot's parts, and what changed since they were made.
+        self._hosts = sorted(self.machines)
+        self._states: dict[str, MachineState] = {}
+        self._running: dict[tuple[str, str], RunningJob] = {}
+        self._dirty_hosts: set[str] = set(self.machines)
+        self._dirty_jobs: set[tuple[str, str]] = set()
+        self._last: ClusterSnapshot | None = None  # what `_states`/`_running` last made
+
+    @classmethod
+    def load(
+        cls,
+        cluster: str,
+        machines: Iterable[tuple[Machine, bool]],
+        allocations: Iterable[Allocation],
+        jobs: Iterable[JobRow],
+    ) -> ClusterView:
+        view = cls(cluster, machines)
+        rows = {(j.workload_id, j.job): j for j in jobs}
+        by_job: dict[tuple[str, str], list[Allocation]] = {}
+        for a in allocations:
+            by_job.setdefault((a.workload_id, a.job), []).append(a)
+        for key, allocs in sorted(by_job.items()):
+            row = rows.get(key)
+            if row is None:  # a live job of this cluster holds every allocation but these
+                view.transit.update(a.host for a in allocs)
+                continue
+            priority = row.priority
+            started = row.started_us if row.started_us is not None else 0
+            view.allocate(
+                key,
+                priority,
+                started,
+                [(a.host, a.gpus) for a in allocs if not a.cpu],
+                [a.host for a in allocs if a.cpu],
+            )
+        return view
+
+    @classmethod
+    async def fetch(
+        cls, actor: Actor, cluster: str, previous: ClusterView | None = None
+    ) -> ClusterView:
+        """Read a cluster's machines, allocations and live jobs through `actor`'s store calls.
+
+        With `previous` (the view this one replaces), the snapshot parts that
+        did not change are taken over from it instead of being rebuilt.
+        """
+        view = cls.load(
+            cluster,
+            await actor.store(fleet.machines, cluster),
+            await actor.store(fleet.allocations, cluster),
+            await actor.store(fleet.jobs, cluster, fleet.LIVE_JOB_STATES),
+        )
+        if previous is not None:
+            view._adopt(previous)
+        return view
+
+    def _adopt(self, old: ClusterView) -> None:
+        """Take over `old`'s snapshot parts; only hosts and jobs that differ stay dirty."""
+        if self.machines != old.machines:
+            return
+        old.snapshot()
+        dirty = {h for h, ok in self.healthy.items() if old.healthy.get(h) != ok}
+        dirty.update(self.cpu_busy ^ old.cpu_busy)
+        dirty.update(self.transit ^ old.transit)
+        used, old_used = self.gpus_used, old.gpus_used
+        dirty.update(h for h in used.keys() | old_used.keys() if used.get(h) != old_used.get(h))
+        self._dirty_hosts = dirty
+        self._dirty_jobs = {
+            k for k in self.jobs.keys() | old.jobs.keys() if self.jobs.get(k) != old.jobs.get(k)
+        }
+        self._states = dict(old._states)
+        self._running = dict(old._running)
+        self._last = old._last
+
+    # ---- changes ---------------------------------------------------------------
+    def allocate(
+        self,
+        key: tuple[str, str],
+        priority: int,
+        started_us: int,
+        gpus: Iterable[tuple[str, int]],
+        cpu_hosts: Iterable[str],
+    ) -> None:
+        held = self.jobs.setdefault(key, Held(priority, started_us))
+        dirty = self._dirty_hosts
+        for host, n in gpus:
+            held.gpus[host] = held.gpus.get(host, 0) + n
+            self.gpus_used[host] = self.gpus_used.get(host, 0) + n
+            dirty.add(host)
+        for host in cpu_hosts:
+            held.cpu_hosts.append(host)
+            self.cpu_busy.add(host)
+            dirty.add(host)
+        self._dirty_jobs.add(key)
+        self._snapshot = None
+
+    def release(self, key: tuple[str, str]) -> Held | None:
+        held = self.jobs.pop(key, None)
+        if held is not None:
+            for host, n in held.gpus.items():
+                self.gpus_used[host] = max(0, self.gpus_used.get(host, 0) - n)
+            for host in held.cpu_hosts:
+                self.cpu_busy.discard(host)
+            self._dirty_hosts.update(held.gpus, held.cpu_hosts)
+            if key in self._running:
+                self._dirty_jobs.add(key)
+            else:  # never in a snapshot: nothing to undo (and the set stays bounded)
+                self._dirty_jobs.discard(key)
+            self._snapshot = None
+        return held
+
+    def set_health(self, hosts: Iterable[str], healthy: bool) -> None:
+        for host in hosts:
+            if host in self.healthy:
+                self.healthy[host] = healthy
+                self._dirty_hosts.add(host)
+        self._snapshot = None
+
+    # ---- queries ------------------------------------------------------------------
+    def usable(self, host: str) -> bool:
+        """In the cluster, healthy and not in transit."""
+        return host in self.machines and self.healthy[host] and host not in self.transit
+
+    def hosts_under(self, node: str) -> list[str]:
+        prefix = node + "/"
+        return sorted(h for h in self.machines if h == node or h.startswith(prefix))
+
+    def jobs_on(self, hosts: Iterable[str]) -> list[tuple[str, str]]:
+        wanted = set(hosts)
+        return sorted(k for k, held in self.jobs.items() if wanted & set(held.hosts))
+
+    def snapshot(self) -> ClusterSnapshot:
+        """A frozen snapshot for the policies (cached until the next change)."""
+        if self._snapshot is None:
+            states = self._states
+            changed: list[MachineState] = []
+            for host in self._dirty_hosts:
+                m = self.machines.get(host)
+                if m is None:  # a plan's host this cluster does not have
+                    continue
+                state = MachineState(
+                    host=host,
+                    rack=m.rack,
+                    gpu_type=m.gpu_type,
+                    gpus_total=m.gpus,
+                    gpus_free=max(0, m.gpus - self.gpus_used.get(host, 0)),
+                    cpu_free=m.gpus == 0 and host not in self.cpu_busy,
+                    healthy=self.healthy[host] and host not in self.transit,
+                )
+                if self._last is None or states.get(host) != state:
+                    states[host] = state
+                    changed.append(state)
+            self._dirty_hosts.clear()
+            running = self._running
+            gone: list[RunningJob] = []
+            added: list[RunningJob] = []
+            for key in self._dirty_jobs:
+                held = self.jobs.get(key)
+                old = running.get(key)
+                new = None
+                if held is not None:
+                    new = RunningJob(
+                        workload_id=key[0],
+                        job=key[1],
+                        priority=held.priority,
+                        started_at_us=held.started_us,
+                        gpus=tuple(sorted(held.gpus.items())),
+                        cpu_hosts=tuple(sorted(held.cpu_hosts)),
+                    )
+                if new == old:
+                    continue
+                if old is not None:
+                    gone.append(old)
+                    del running[key]
+                if new is not None:
+                    added.append(new)
+                    running[key] = new
+            self._dirty_jobs.clear()
+            last = self._last
+            if last is not None and not changed and not gone and not added:
+                self._snapshot = last
+                return last
+            snapshot = ClusterSnapshot(
+                cluster_id=self.cluster,
+                machines=tuple(map(states.__getitem__, self._hosts)),
+                running=tuple(running[key] for key in sorted(running)),
+            )
+            if last is not None and has_index(last):
+                index = last.index.updated(changed, gone, added)
+                if index is not None:
+                    attach_index(snapshot, index)
+            self._snapshot = self._last = snapshot
+        return self._snapshot

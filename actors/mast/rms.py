@@ -1,0 +1,532 @@
+"""The regional ML scheduler (RMS): bids in auctions, dispatches plans to its CMs.
+
+For an auction it checks, in order: that the region has the hardware
+(else it abstains with `no_hardware`), that every input table has a ready
+replica in the region (`no_data`), the negative cache (`negative_cache`); then it
+searches every dynamic cluster for every job (the MAST-level policy's `place`) and bids
+the plan's P_score, or abstains `unschedulable`. The plan is kept as a
+tentative reservation until the award or release. With pipelined auctions
+(`hold_ttl` set) the reservation is also held in the view, under a key of
+its own at the highest priority (so no plan picks it as a victim), for
+every later bid to see; a hold whose Award or Release never comes lapses
+after `hold_ttl`. Holds (`rms.hold`) and their ends (`rms.unhold`: awarded,
+released or expired) are in the trace. A preempting plan's victims are not
+held: two holds may count on one victim's machines, and the CM refuses
+whichever plan comes second. On award it applies the
+plan to its view, sends one plan per job to the job's CM, and reports to the
+GMS once every job has started — or, if any CM refused, rolls the others back.
+A job that ends before its whole gang has started (preempted, failed, or a
+machine lost) fails the dispatch like a refused plan. A workload ends when
+all its jobs have: if one is preempted or fails, the others are stopped
+first, so the GMS re-queues it only when nothing of it runs.
+Cluster views are reloaded from the store at every scan start, and one
+cluster's alone when its CM reports that RAS changed its machines.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from actors.common.cm.ledger import ClusterView
+from actors.common.leadership import LeaseHolder, LeaseTiming
+from actors.common.membership import ClusterChanged
+from actors.common.messages import (
+    Abstain,
+    AuctionOpen,
+    Award,
+    Bid,
+    Dispatched,
+    EndReason,
+    ExecutePlan,
+    JobEnded,
+    PlanResult,
+    Release,
+    ScanEnd,
+    ScanStart,
+    StopJob,
+    WorkloadEnded,
+)
+from actors.policies.mast import negative_cache as ncache
+from actors.policies.mast.placement.snapshot import JobRequest, Unschedulable, WorkloadPlan
+from actors.policies.mast.registry import resolve
+from emulator.actor import on
+from emulator.run.scenario import Duration
+from store.mast import catalog, fleet, queue
+from store.mast.records import JobSpec
+
+
+class RMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    region: str
+    clusters: list[str]
+    dispatch_timeout: Duration = Duration(900_000_000)
+    lease: LeaseTiming = LeaseTiming()
+    # The MAST-level policy (actors/policies/mast/registry.py) whose `place`
+    # makes this region's plans and chooses their victims.
+    policy: str = "mast"
+    policy_params: dict[str, Any] = {}
+    # Pipelined auctions (`[system] auction.pipeline` above 1): each bid's plan
+    # is held in the view this long, or until its award or release (module
+    # docstring). None: auctions come one at a time and no plan is held.
+    hold_ttl: Duration | None = None
+
+
+@dataclass
+class Dispatch:
+    """An awarded workload whose jobs are being started by their CMs."""
+
+    workload_id: str
+    plan: WorkloadPlan
+    jobs: dict[str, JobSpec]
+    results: dict[str, bool] = field(default_factory=dict)
+    # Jobs that ended before the dispatch settled: they no longer run, whatever
+    # their plan result says, so the gang did not start whole.
+    ended: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Live:
+    """A workload this region runs: where each of its jobs is."""
+
+    auction_id: int
+    clusters: dict[str, str]  # job → cluster
+    ending: EndReason | None = None
+
+
+class _DispatchTimeout(msgspec.Struct, frozen=True, tag=True):
+    auction_id: int
+
+
+class _HoldExpired(msgspec.Struct, frozen=True, tag=True):
+    """Self-timer: a bid's hold outlived `hold_ttl` (its Award or Release was lost, or late)."""
+
+    auction_id: int
+
+
+class RegionalScheduler(LeaseHolder):
+    kind = "mast-rms"
+    Params = RMSParams
+    params: RMSParams
+
+    async def on_start(self) -> None:
+        self.policy, self.policy_params = resolve(self.params.policy, self.params.policy_params)
+        self._forget()
+        await self.lead(f"rms/{self.params.region}")
+
+    def _forget(self) -> None:
+        """No leader state: a follower's, and where a newly led epoch starts from."""
+        self.cache = ncache.empty()
+        self.tentative: dict[int, tuple[AuctionOpen, WorkloadPlan]] = {}
+        self.dispatching: dict[int, Dispatch] = {}
+        self.live: dict[str, Live] = {}
+        self.views: dict[str, ClusterView] = {}
+        self.ready: set[str] = set()
+        self.gpu_types: set[str] = set()
+        self.has_cpu = False
+
+    async def on_lead(self) -> None:
+        """A new epoch: rebuild from the store and the CMs' records, as after a restart."""
+        self._forget()
+        await self._refresh()
+        await self._rebuild()
+
+    async def _rebuild(self) -> None:
+        """Which workloads run here, from the store; report those that ended unseen.
+
+        A workload the queue holds as RUNNING or DISPATCHING in this region but
+        none of whose jobs still holds machines ended while no RMS was leading
+        (or its report was lost with a crashed RMS): report it now.
+
+        A dispatch this RMS was running when it went down is settled from what
+        the store shows: if every job of the workload holds machines, the gang
+        started whole and is reported so; if only some do, the plans of the
+        others died with the old RMS, so the started jobs are rolled back.
+
+        Only the current dispatch counts: a workload the GMS gave up while
+        this region was dark (`actors/mast/gms.py`) runs elsewhere or waits in the
+        queue, and is not adopted; and job rows in this region's clusters
+        that were started before the workload last went back to the queue
+        are what an earlier dispatch left (their CMs release them), not jobs
+        of the current one.
+        """
+        p = self.params
+        by_workload: dict[str, dict[str, tuple[str, str, int]]] = {}
+        for cluster in p.clusters:
+            for row in await self.store(fleet.jobs, cluster):
+                started = row.started_us if row.started_us is not None else 0
+                by_workload.setdefault(row.workload_id, {})[row.job] = (cluster, row.state, started)
+        for entry in await self.store(queue.in_states, ("DISPATCHING", "RUNNING")):
+            if entry.region != p.region or entry.auction_id is None:
+                continue
+            jobs = {
+                job: (cluster, state)
+                for job, (cluster, state, started) in by_workload.get(entry.id, {}).items()
+                if started >= entry.queued_us
+            }
+            live = {job: c for job, (c, state) in jobs.items() if state in fleet.LIVE_JOB_STATES}
+            if live and entry.state == "DISPATCHING":
+                spec = await self.store(queue.spec, entry.id)
+                names = {j.name for j in spec.jobs} if spec is not None else set()
+                if names <= live.keys():
+                    self.live[entry.id] = Live(entry.auction_id, live)
+                    self._report(entry.auction_id, entry.id, True, "")
+                else:
+                    self.live[entry.id] = Live(entry.auction_id, live, ending="aborted")
+                    for job, cluster in sorted(live.items()):
+                        self._stop(entry.id, job, cluster, "aborted", checkpoint=False)
+            elif live and any(state == "STOPPED" for _, state in jobs.values()):
+                # A job of the running gang ended unseen, or its end was heard by a
+                # leader whose stop orders for the rest died with it (or are now
+                # stale): stop the rest. Why it ended is not in the store; saving
+                # the others' progress costs a checkpoint and loses nothing.
+                self.live[entry.id] = Live(entry.auction_id, live, ending="failed")
+                for job, cluster in sorted(live.items()):
+                    self._stop(entry.id, job, cluster, "failed", checkpoint=True)
+            elif live:
+                self.live[entry.id] = Live(entry.auction_id, live)
+            elif entry.state == "DISPATCHING":
+                self._report(entry.auction_id, entry.id, False, "RMS restarted mid-dispatch")
+            else:
+                done = jobs and all(state == "DONE" for _, state in jobs.values())
+                self.send_reliably(
+                    "gms",
+                    WorkloadEnded(
+                        workload_id=entry.id,
+                        auction_id=entry.auction_id,
+                        region=p.region,
+                        reason="done" if done else "failed",
+                    ),
+                )
+
+    async def _refresh(self) -> None:
+        """Reload the region's clusters and catalog from the store."""
+        p = self.params
+        # The new views start from the old ones (what did not change is not rebuilt).
+        old = self.views
+        self.views: dict[str, ClusterView] = {}
+        for cluster in p.clusters:
+            self.views[cluster] = await ClusterView.fetch(self, cluster, old.get(cluster))
+        self.ready = await self.store(catalog.ready_tables, p.region)
+        self._hardware()
+        self._hold_again()
+
+    def _hardware(self) -> None:
+        self.gpu_types = {t for v in self.views.values() for t in v.gpu_types}
+        self.has_cpu = any(v.has_cpu for v in self.views.values())
+
+    @on(ClusterChanged)
+    async def cluster_changed(self, msg: ClusterChanged) -> None:
+        """Reload one cluster whose machines RAS changed.
+
+        Like the reload at a scan start, this forgets reservations of plans
+        still being started; a bid that counts on their machines is refused
+        by the CM (or the store), never executed twice.
+        """
+        old = self.views.get(msg.cluster)
+        if old is not None:
+            self.views[msg.cluster] = await ClusterView.fetch(self, msg.cluster, old)
+            self._hardware()
+            self._hold_again(msg.cluster)
+
+    # ---- scans and auctions ------------------------------------------------------------
+    @on(ScanStart)
+    async def scan_start(self, _: ScanStart) -> None:
+        if not self.leading:
+            return
+        if self.cache.lookups:
+            self.metric(
+                "negative_cache_hit_rate", ncache.hit_rate(self.cache), region=self.params.region
+            )
+        self.cache = ncache.empty()
+        await self._refresh()
+
+    @on(ScanEnd)
+    def scan_end(self, _: ScanEnd) -> None:
+        """Nothing to do: the negative cache lives until the next ScanStart resets it."""
+
+    @on(AuctionOpen)
+    def auction(self, msg: AuctionOpen) -> None:
+        self.reply(self._bid(msg))
+
+    def _bid(self, msg: AuctionOpen) -> Bid | Abstain:
+        region = self.params.region
+
+        def abstain(reason: str) -> Abstain:
+            return Abstain(auction_id=msg.auction_id, region=region, reason=reason)  # type: ignore[arg-type]
+
+        if not self.leading:
+            return abstain("busy")
+        # Hardware first: a region that could never run the workload is not one
+        # that lacks its data (the GMS asks for data movement only for the latter).
+        for job in msg.jobs:
+            if job.gpus and job.gpu_type not in self.gpu_types:
+                return abstain("no_hardware")
+            if job.cpu_machines and not self.has_cpu:
+                return abstain("no_hardware")
+        tables = {t for job in msg.jobs for t in job.input_tables}
+        if not tables <= self.ready:
+            return abstain("no_data")
+        requests = [_request(msg.workload_id, job, msg.priority) for job in msg.jobs]
+        props = [ncache.SchedProps.from_request(r) for r in requests]
+        hit = any(ncache.fails_fast(self.cache, p) for p in props)
+        self.cache = ncache.count(self.cache, hit)
+        if hit:
+            return abstain("negative_cache")
+        snapshots = [self.views[c].snapshot() for c in sorted(self.views)]
+        # Wall time of the policy call only goes to metrics: it never steers the run.
+        t0 = time.perf_counter()
+        plan = self.policy.place(snapshots, requests, self.now_us, self.policy_params)
+        latency_ms = (time.perf_counter() - t0) * 1000
+        if isinstance(plan, Unschedulable):
+            self.metric("rms_decision_ms", latency_ms, region=region, preempts=False, placed=False)
+            if self.params.hold_ttl is not None and self.tentative:
+                # Held machines may come free within the pass: no failure is cached.
+                return abstain("unschedulable")
+            for request, prop in zip(requests, props, strict=True):
+                alone = self.policy.place(snapshots, [request], self.now_us, self.policy_params)
+                if isinstance(alone, Unschedulable):
+                    self.cache = ncache.record_failure(self.cache, prop)
+                    break
+            return abstain("unschedulable")
+        self.metric(
+            "rms_decision_ms", latency_ms, region=region, preempts=plan.preempts, placed=True
+        )
+        self.tentative[msg.auction_id] = (msg, plan)
+        if self.params.hold_ttl is not None:
+            self._hold(msg.auction_id)
+            self.set_timer(self.params.hold_ttl, _HoldExpired(msg.auction_id))
+            self.decision(
+                "rms.hold",
+                {
+                    "auction": msg.auction_id,
+                    "workload": msg.workload_id,
+                    "region": region,
+                    "gpus": sorted([h, n] for jp in plan.jobs for h, n in jp.gpus),
+                    "cpu_hosts": sorted(h for jp in plan.jobs for h in jp.cpu_hosts),
+                    "victims": len(plan.victims),
+                },
+            )
+        return Bid(
+            auction_id=msg.auction_id,
+            region=region,
+            score=plan.score,
+            preempts=plan.preempts,
+            victims=len(plan.victims),
+        )
+
+    @on(Release)
+    def release(self, msg: Release) -> None:
+        self._unhold(msg.auction_id, "released")
+        self.tentative.pop(msg.auction_id, None)
+
+    @on(_HoldExpired)
+    def hold_expired(self, msg: _HoldExpired) -> None:
+        if self._unhold(msg.auction_id, "expired"):
+            # Too late for an award to find it: one that comes fails the dispatch.
+            del self.tentative[msg.auction_id]
+
+    # ---- holds of pipelined bids (module docstring) -------------------------------------
+    def _hold_keys(self, auction_id: int) -> list[tuple[str, tuple[str, str]]]:
+        """(cluster, view key) of each job of a tentative plan's hold."""
+        opened, plan = self.tentative[auction_id]
+        workload = opened.workload_id
+        return [(jp.cluster_id, (workload, f"{jp.job}#held-{auction_id}")) for jp in plan.jobs]
+
+    def _hold(self, auction_id: int, only: str | None = None) -> None:
+        _, plan = self.tentative[auction_id]
+        for jp, (cluster, key) in zip(plan.jobs, self._hold_keys(auction_id), strict=True):
+            if only is None or cluster == only:
+                # Priority 0 (the highest): no plan may take a hold's machines as a victim's.
+                self.views[cluster].allocate(key, 0, self.now_us, jp.gpus, jp.cpu_hosts)
+
+    def _hold_again(self, only: str | None = None) -> None:
+        """Views reloaded from the store know no holds: put the open ones back."""
+        if self.params.hold_ttl is not None:
+            for auction_id in sorted(self.tentative):
+                self._hold(auction_id, only)
+
+    def _unhold(self, auction_id: int, why: str) -> bool:
+        """End a tentative plan's hold; False if there was none (or holds are off)."""
+        if self.params.hold_ttl is None or auction_id not in self.tentative:
+            return False
+        for cluster, key in self._hold_keys(auction_id):
+            self.views[cluster].release(key)
+        self.decision(
+            "rms.unhold", {"auction": auction_id, "region": self.params.region, "why": why}
+        )
+        return True
+
+    @on(Award)
+    async def award(self, msg: Award) -> None:
+        live = self.live.get(msg.workload_id)
+        if msg.auction_id in self.dispatching or (live and live.auction_id == msg.auction_id):
+            return  # a resent award for a dispatch already under way
+        # The hold gives way to the dispatch's own reservation, made just below.
+        self._unhold(msg.auction_id, "awarded")
+        tentative = self.tentative.pop(msg.auction_id, None)
+        if tentative is None or self.fence is None:
+            self._report(msg.auction_id, msg.workload_id, False, "no tentative plan")
+            return
+        opened, plan = tentative
+        workload_id, priority = opened.workload_id, opened.priority
+        jobs = {job.name: job for job in opened.jobs}
+        # Reserve in the view at once, so the next auction's bid sees it. Victims
+        # keep their machines in the view until their JobEnded: they hold them
+        # until their checkpoint is saved.
+        for job_plan in plan.jobs:
+            view = self.views[job_plan.cluster_id]
+            view.allocate(
+                (workload_id, job_plan.job),
+                priority,
+                self.now_us,
+                job_plan.gpus,
+                job_plan.cpu_hosts,
+            )
+        self.dispatching[msg.auction_id] = Dispatch(workload_id, plan, jobs)
+        self.decision(
+            "rms.dispatch",
+            {
+                "auction": msg.auction_id,
+                "workload": workload_id,
+                "priority": priority,
+                "victims": [list(v) for v in plan.victims],
+            },
+        )
+        for job_plan in plan.jobs:
+            self.send_reliably(
+                f"cm/{job_plan.cluster_id}",
+                ExecutePlan(
+                    auction_id=msg.auction_id,
+                    rms_epoch=self.fence.epoch,
+                    workload_id=workload_id,
+                    job=jobs[job_plan.job],
+                    priority=priority,
+                    gpus=job_plan.gpus,
+                    cpu_hosts=job_plan.cpu_hosts,
+                    victims=job_plan.victims,
+                ),
+            )
+        self.set_timer(self.params.dispatch_timeout, _DispatchTimeout(msg.auction_id))
+
+    @on(PlanResult)
+    def plan_result(self, msg: PlanResult) -> None:
+        d = self.dispatching.get(msg.auction_id)
+        if d is None:
+            live = self.live.get(msg.workload_id)
+            if live is not None and live.auction_id == msg.auction_id:
+                if msg.job in live.clusters or live.ending is None or not msg.ok:
+                    return  # already settled: a report repeated across a restart
+                # A straggler of a dispatch being rolled back (after a restart of
+                # this RMS): the workload ends only once it has stopped too.
+                live.clusters[msg.job] = msg.cluster
+            if msg.ok:  # a job started for a dispatch already given up: stop it
+                self._stop(msg.workload_id, msg.job, msg.cluster, "aborted", checkpoint=False)
+            return
+        d.results[msg.job] = msg.ok
+        if len(d.results) == len(d.plan.jobs):
+            self._settle(msg.auction_id, d)
+
+    @on(_DispatchTimeout)
+    def dispatch_timeout(self, msg: _DispatchTimeout) -> None:
+        d = self.dispatching.get(msg.auction_id)
+        # A deposed leader's memory is stale: its successor settles the dispatch.
+        if d is not None and self.leading:
+            for job_plan in d.plan.jobs:
+                d.results.setdefault(job_plan.job, False)
+            self._settle(msg.auction_id, d)
+
+    def _settle(self, auction_id: int, d: Dispatch) -> None:
+        del self.dispatching[auction_id]
+        clusters = {jp.job: jp.cluster_id for jp in d.plan.jobs}
+        if all(d.results.values()) and not d.ended:
+            self.live[d.workload_id] = Live(auction_id, clusters)
+            self._report(auction_id, d.workload_id, True, "")
+            return
+        # Gang: all or nothing. Free what was reserved for refused jobs and stop
+        # the started ones; the GMS hears of it only once nothing of it runs.
+        started = {job: clusters[job] for job, ok in d.results.items() if ok and job not in d.ended}
+        for job, ok in sorted(d.results.items()):
+            if not ok:
+                self.views[clusters[job]].release((d.workload_id, job))
+        if not started:
+            failed = ", ".join(sorted(job for job in d.results if job not in started))
+            self._report(auction_id, d.workload_id, False, f"refused or ended: {failed}")
+            return
+        self.live[d.workload_id] = Live(auction_id, started, ending="aborted")
+        for job, cluster in sorted(started.items()):
+            self._stop(d.workload_id, job, cluster, "aborted", checkpoint=False)
+
+    def _report(self, auction_id: int, workload_id: str, ok: bool, reason: str) -> None:
+        self.send_reliably(
+            "gms",
+            Dispatched(
+                auction_id=auction_id,
+                workload_id=workload_id,
+                region=self.params.region,
+                ok=ok,
+                reason=reason,
+            ),
+        )
+
+    def _stop(
+        self, workload_id: str, job: str, cluster: str, reason: EndReason, *, checkpoint: bool
+    ) -> None:
+        # Epoch 0 from an instance that does not lead: no CM acts on it.
+        epoch = self.fence.epoch if self.fence is not None else 0
+        self.send_reliably(
+            f"cm/{cluster}",
+            StopJob(
+                workload_id=workload_id,
+                job=job,
+                reason=reason,
+                checkpoint=checkpoint,
+                rms_epoch=epoch,
+            ),
+        )
+
+    # ---- running workloads -----------------------------------------------------------------
+    @on(JobEnded)
+    def job_ended(self, msg: JobEnded) -> None:
+        view = self.views.get(msg.cluster)
+        if view is not None:
+            view.release((msg.workload_id, msg.job))
+        for d in self.dispatching.values():
+            if d.workload_id == msg.workload_id and msg.job in d.jobs:
+                d.ended.add(msg.job)
+                return
+        live = self.live.get(msg.workload_id)
+        if live is None or msg.job not in live.clusters:
+            return
+        del live.clusters[msg.job]
+        if msg.reason != "done" and live.ending is None:
+            # One job of a gang is gone: the rest of the workload stops too.
+            live.ending = msg.reason
+            for job, cluster in sorted(live.clusters.items()):
+                self._stop(
+                    msg.workload_id, job, cluster, msg.reason, checkpoint=msg.reason == "preempted"
+                )
+        if not live.clusters:
+            del self.live[msg.workload_id]
+            self.send_reliably(
+                "gms",
+                WorkloadEnded(
+                    workload_id=msg.workload_id,
+                    auction_id=live.auction_id,
+                    region=self.params.region,
+                    reason=live.ending or "done",
+                ),
+            )
+
+
+def _request(workload_id: str, job: JobSpec, priority: int) -> JobRequest:
+    return JobRequest(
+        workload_id=workload_id,
+        job=job.name,
+        gpu_type=job.gpu_type,
+        gpus=job.gpus,
+        cpu_machines=job.cpu_machines,
+        priority=priority,
+    )

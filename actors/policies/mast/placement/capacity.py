@@ -1,0 +1,325 @@
+"""Per-snapshot indices for placement: free capacity by rack, preemption candidates in order.
+
+An RMS searches every dynamic cluster of its region for every job of a
+workload (MAST §4.3); its largest region has 66,500 machines, ~90% of them
+busy. A `ClusterIndex` is built once per `ClusterSnapshot` (cached on it, see
+`ClusterSnapshot.index`) so that a decision touches only the free capacity of
+the kind it asks for, rack by rack, and the running jobs it scans:
+
+- per GPU type a `RackPool` (`racks`) of the healthy machines with free GPUs,
+  and one of the healthy free CPU machines (1 unit each);
+- the running jobs in preemption-scan order (lowest priority, then longest
+  running, then id) with what each would free on healthy machines, per GPU
+  type and in CPU machines;
+- the healthy hardware per GPU type and the healthy CPU machines.
+
+Derived indices touch only what changed: `ClusterIndex.apply` is the index
+after a plan (the next job of a workload is placed on it, as on the snapshot
+`placement.apply_plan` gives, without building that snapshot), and
+`ClusterIndex.updated` the index after machines' free capacity and running
+jobs changed (a `ClusterView` gives each new snapshot the index updated from
+its last one, `attach_index`). Both equal `ClusterIndex.build` of the
+changed snapshot. Indices are values: nothing changes one once it is built.
+
+Hosts are unique within a snapshot (a `ClusterView` builds it from a dict).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from actors.policies.mast.placement.racks import EMPTY_POOL, RackPool, Slot
+from store.mast.records import GPUS_PER_MACHINE
+
+if TYPE_CHECKING:
+    from actors.policies.mast.placement.snapshot import (
+        ClusterSnapshot,
+        JobPlan,
+        JobRequest,
+        MachineState,
+        RunningJob,
+    )
+
+# A running job as the preemption scan sees it: its priority, the job, GPUs it
+# holds on healthy machines per GPU type, healthy CPU machines it holds.
+Candidate = tuple[int, "RunningJob", dict[str, int], int]
+ScanKey = tuple[int, int, str, str]
+
+
+class ClusterIndex:
+    """What placement needs of one cluster snapshot (see the module docstring).
+
+    `gpu_kind` maps each healthy GPU machine to (GPU type, GPUs in total) and
+    `gpu_free` to its free GPUs; `cpu_hosts` are the healthy CPU machines and
+    `cpu_free` the free ones among them; `gpu_hw` the healthy GPUs per type.
+    `pools` and `cpu_pool` hold the free capacity; `scan` the running jobs in
+    preemption-scan order and `keys` their sort keys.
+    """
+
+    __slots__ = (
+        "cluster_id",
+        "cpu_free",
+        "cpu_hosts",
+        "cpu_pool",
+        "gpu_free",
+        "gpu_hw",
+        "gpu_kind",
+        "keys",
+        "pools",
+        "rack_of",
+        "scan",
+    )
+
+    cluster_id: str
+    rack_of: dict[str, str]
+    gpu_kind: dict[str, tuple[str, int]]
+    gpu_hw: dict[str, int]
+    cpu_hosts: frozenset[str]
+    gpu_free: dict[str, int]
+    cpu_free: frozenset[str]
+    pools: dict[str, RackPool]
+    cpu_pool: RackPool
+    keys: list[ScanKey]
+    scan: list[Candidate]
+
+    @classmethod
+    def build(cls, snapshot: ClusterSnapshot) -> ClusterIndex:
+        ix = cls()
+        ix.cluster_id = snapshot.cluster_id
+        ix.rack_of = rack_of = {}
+        ix.gpu_kind = gpu_kind = {}
+        ix.gpu_free = gpu_free = {}
+        gpu_hw: dict[str, int] = defaultdict(int)
+        free_by_type: dict[str, list[Slot]] = defaultdict(list)
+        cpu_hosts: list[str] = []
+        cpu_free: list[str] = []
+        for m in snapshot.machines:
+            host = m.host
+            rack_of[host] = m.rack
+            if not m.healthy:
+                continue
+            if m.gpus_total > 0:
+                gpu_type = m.gpu_type
+                if gpu_type is None:  # matches no request
+                    continue
+                gpu_kind[host] = (gpu_type, m.gpus_total)
+                gpu_hw[gpu_type] += m.gpus_total
+                gpu_free[host] = m.gpus_free
+                if m.gpus_free:
+                    free_by_type[gpu_type].append((host, m.gpus_free))
+            else:
+                cpu_hosts.append(host)
+                if m.cpu_free:
+                    cpu_free.append(host)
+        ix.gpu_hw = dict(gpu_hw)
+        ix.cpu_hosts = frozenset(cpu_hosts)
+        ix.cpu_free = frozenset(cpu_free)
+        ix.pools = {t: RackPool.build(slots, rack_of) for t, slots in free_by_type.items()}
+        ix.cpu_pool = RackPool.build(((h, 1) for h in cpu_free), rack_of)
+        entries = sorted(
+            ((_scan_key(job), ix._candidate(job)) for job in snapshot.running),
+            key=lambda e: e[0],
+        )
+        ix.keys = [key for key, _ in entries]
+        ix.scan = [cand for _, cand in entries]
+        return ix
+
+    def _candidate(self, job: RunningJob) -> Candidate:
+        by_type: dict[str, int] = {}
+        for host, n in job.gpus:
+            kind = self.gpu_kind.get(host)
+            if kind is not None:
+                by_type[kind[0]] = by_type.get(kind[0], 0) + n
+        cpus = sum(1 for h in job.cpu_hosts if h in self.cpu_hosts)
+        return (job.priority, job, by_type, cpus)
+
+    # ---- queries -----------------------------------------------------------------
+    def gpu_pool(self, req: JobRequest) -> RackPool:
+        """Free GPUs `req` may use (none for a request without GPUs)."""
+        if req.gpus <= 0:
+            return EMPTY_POOL
+        return self.pools.get(req.gpu_type or "", EMPTY_POOL)
+
+    def victims(self, req: JobRequest) -> tuple[RunningJob, ...] | None:
+        """`placement.choose_victims` over the scan order kept here."""
+        gpu_type = req.gpu_type if req.gpus > 0 else None
+        short_gpus = req.gpus - self.gpu_pool(req).total
+        short_cpus = req.cpu_machines - self.cpu_pool.total
+        if short_gpus <= 0 and short_cpus <= 0:
+            return ()
+        found: list[tuple[RunningJob, int, int]] = []
+        missing_gpus, missing_cpus = short_gpus, short_cpus
+        for priority, job, by_type, held_cpus in self.scan:
+            # Sorted lowest priority first: the candidates (strictly lower
+            # priority than the request) are a prefix.
+            if priority <= req.priority or (missing_gpus <= 0 and missing_cpus <= 0):
+                break
+            gpus = by_type.get(gpu_type, 0) if short_gpus > 0 and gpu_type else 0
+            cpus = held_cpus if short_cpus > 0 else 0
+            if (missing_gpus > 0 and gpus) or (missing_cpus > 0 and cpus):
+                found.append((job, gpus, cpus))
+                missing_gpus, missing_cpus = missing_gpus - gpus, missing_cpus - cpus
+        if missing_gpus > 0 or missing_cpus > 0:
+            return None
+        # Largest first; the sort is stable, so equal sizes keep the scan's preference.
+        found.sort(key=lambda t: -(t[1] + GPUS_PER_MACHINE * t[2]))
+        kept: list[RunningJob] = []
+        for job, gpus, cpus in found:
+            kept.append(job)
+            short_gpus, short_cpus = short_gpus - gpus, short_cpus - cpus
+            if short_gpus <= 0 and short_cpus <= 0:
+                break
+        return tuple(kept)
+
+    def pools_after(
+        self, req: JobRequest, victims: Iterable[RunningJob]
+    ) -> tuple[RackPool, RackPool]:
+        """The GPU and CPU pools `req` may use once `victims` are gone."""
+        gpu_pool, cpu_pool = self.gpu_pool(req), self.cpu_pool
+        gpus: dict[str, int] = {}
+        cpus: dict[str, int] = {}
+        for job in victims:
+            if req.gpus > 0:
+                for host, n in job.gpus:
+                    kind = self.gpu_kind.get(host)
+                    if kind is not None and kind[0] == req.gpu_type:
+                        gpus[host] = min(gpus.get(host, self.gpu_free[host]) + n, kind[1])
+            for host in job.cpu_hosts:
+                if host in self.cpu_hosts and host not in self.cpu_free:
+                    cpus[host] = 1
+        if gpus:
+            gpu_pool = gpu_pool.with_units(gpus, self.rack_of)
+        if cpus:
+            cpu_pool = cpu_pool.with_units(cpus, self.rack_of)
+        return gpu_pool, cpu_pool
+
+    # ---- the next state ------------------------------------------------------------
+    def apply(self, req: JobRequest, plan: JobPlan, now_us: int) -> ClusterIndex:
+        """The index of `placement.apply_plan(snapshot, req, plan, now_us)`."""
+        victims = set(plan.victims)
+        released: dict[str, int] = defaultdict(int)
+        released_cpus: set[str] = set()
+        keys, scan = self.keys, self.scan
+        if victims:
+            keys, scan = [], []
+            for key, cand in zip(self.keys, self.scan, strict=True):
+                job = cand[1]
+                if job.key in victims:
+                    for host, n in job.gpus:
+                        released[host] += n
+                    released_cpus.update(job.cpu_hosts)
+                else:
+                    keys.append(key)
+                    scan.append(cand)
+        taken = dict(plan.gpus)
+        taken_cpus = set(plan.cpu_hosts)
+        gpu_units: dict[str, dict[str, int]] = defaultdict(dict)
+        for host in released.keys() | taken.keys():
+            kind = self.gpu_kind.get(host)
+            if kind is not None:
+                free = min(kind[1], self.gpu_free[host] + released.get(host, 0))
+                gpu_units[kind[0]][host] = free - taken.get(host, 0)
+        cpu_units = {}
+        for host in released_cpus | taken_cpus:
+            if host in self.cpu_hosts:
+                free = (host in self.cpu_free or host in released_cpus) and host not in taken_cpus
+                if free != (host in self.cpu_free):
+                    cpu_units[host] = int(free)
+        placed = plan.placed(req, now_us)
+        added = [placed] if placed is not None else []
+        return self._evolve(gpu_units, cpu_units, keys, scan, added)
+
+    def updated(
+        self,
+        machines: Iterable[MachineState],
+        gone: Iterable[RunningJob],
+        added: Iterable[RunningJob],
+    ) -> ClusterIndex | None:
+        """The index after some machines' free capacity and some running jobs changed.
+
+        `machines` are the changed machines' new states, `gone` the running
+        jobs no longer there (as they were), `added` the new ones. None when
+        something else changed (health, hardware, racks): build anew then.
+        """
+        gpu_units: dict[str, dict[str, int]] = defaultdict(dict)
+        cpu_units: dict[str, int] = {}
+        for m in machines:
+            host = m.host
+            if self.rack_of.get(host, None) != m.rack:
+                return None
+            kind = self.gpu_kind.get(host)
+            if not m.healthy or (m.gpus_total > 0 and m.gpu_type is None):
+                if kind is not None or host in self.cpu_hosts:
+                    return None
+            elif m.gpus_total > 0:
+                if kind != (m.gpu_type, m.gpus_total):
+                    return None
+                if m.gpus_free != self.gpu_free[host]:
+                    gpu_units[kind[0]][host] = m.gpus_free
+            elif host not in self.cpu_hosts:
+                return None
+            elif m.cpu_free != (host in self.cpu_free):
+                cpu_units[host] = int(m.cpu_free)
+        keys, scan = list(self.keys), list(self.scan)
+        for job in gone:
+            at = bisect_left(keys, _scan_key(job))
+            if at == len(keys) or scan[at][1] != job:
+                return None
+            del keys[at], scan[at]
+        return self._evolve(gpu_units, cpu_units, keys, scan, added)
+
+    def _evolve(
+        self,
+        gpu_units: dict[str, dict[str, int]],
+        cpu_units: dict[str, int],
+        keys: list[ScanKey],
+        scan: list[Candidate],
+        added: Iterable[RunningJob],
+    ) -> ClusterIndex:
+        """A copy with new free units per host and running jobs added to `keys`/`scan`."""
+        ix = ClusterIndex()
+        for name in ("cluster_id", "rack_of", "gpu_kind", "gpu_hw", "cpu_hosts"):
+            setattr(ix, name, getattr(self, name))
+        ix.gpu_free, ix.pools = self.gpu_free, self.pools
+        if gpu_units:
+            ix.gpu_free = dict(self.gpu_free)
+            ix.pools = dict(self.pools)
+            for gpu_type, units in gpu_units.items():
+                ix.gpu_free.update(units)
+                pool = self.pools.get(gpu_type, EMPTY_POOL)
+                ix.pools[gpu_type] = pool.with_units(units, self.rack_of)
+        ix.cpu_free, ix.cpu_pool = self.cpu_free, self.cpu_pool
+        if cpu_units:
+            freed = {h for h, n in cpu_units.items() if n}
+            ix.cpu_free = (self.cpu_free | freed) - (cpu_units.keys() - freed)
+            ix.cpu_pool = self.cpu_pool.with_units(cpu_units, self.rack_of)
+        ix.keys, ix.scan = keys, scan
+        for job in added:
+            key = _scan_key(job)
+            # After every equal key, as a job appended to the running list sorts.
+            at = bisect_right(ix.keys, key)
+            ix.keys = [*ix.keys[:at], key, *ix.keys[at:]]
+            ix.scan = [*ix.scan[:at], ix._candidate(job), *ix.scan[at:]]
+        return ix
+
+
+def has_index(snapshot: ClusterSnapshot) -> bool:
+    """Whether `snapshot.index` has been made (it is made on first use)."""
+    return "index" in snapshot.__dict__
+
+
+def attach_index(snapshot: ClusterSnapshot, index: ClusterIndex) -> None:
+    """Give `snapshot` an index derived elsewhere; it must equal `ClusterIndex.build(snapshot)`.
+
+    For whoever builds snapshots one change at a time (`ClusterView`): the
+    index of the next snapshot is then `updated` from the last one's.
+    """
+    snapshot.__dict__["index"] = index
+
+
+def _scan_key(job: RunningJob) -> ScanKey:
+    """Preemption-scan order: lowest priority first, then longest running, then id."""
+    return (-job.priority, job.started_at_us, job.workload_id, job.job)

@@ -1,0 +1,91 @@
+"""The world's shape: region → datacenter → fault domain → rack → machine.
+
+Control hosts (`REGION/ctl0`…) sit in the region's first datacenter; the
+control plane's actors live there. Node names are paths, so a fault target
+like `us-east/dc0/fd1` names the whole subtree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import networkx as nx
+
+if TYPE_CHECKING:
+    from emulator.run.scenario import RegionSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a host sits: the tiers that decide latency."""
+
+    region: str
+    dc: str
+    fault_domain: str
+    rack: str
+
+
+def iter_nodes(regions: list[RegionSpec]) -> Iterator[tuple[str, str | None, str, Place | None]]:
+    """Yield `(node, parent, tier, place)`, parents first; `place` is set for hosts."""
+    for spec in regions:
+        region = spec.name
+        yield region, None, "region", None
+        for d in range(spec.datacenters):
+            dc = f"{region}/dc{d}"
+            yield dc, region, "dc", None
+            for f in range(spec.fault_domains):
+                fd = f"{dc}/fd{f}"
+                yield fd, dc, "fault_domain", None
+                for r in range(spec.racks):
+                    rack = f"{fd}/r{r}"
+                    yield rack, fd, "rack", None
+                    for m in range(spec.machines):
+                        yield f"{rack}/m{m}", rack, "machine", Place(region, dc, fd, rack)
+        dc0 = f"{region}/dc0"
+        for c in range(spec.control_hosts):
+            host = f"{region}/ctl{c}"
+            # A control host is its own "rack": two control hosts talk at DC latency.
+            yield host, dc0, "control", Place(region, dc0, host, host)
+
+
+class Topology:
+    """The tree as a networkx DiGraph, with each host's place cached."""
+
+    def __init__(self, regions: list[RegionSpec]) -> None:
+        g = nx.DiGraph()
+        self.places: dict[str, Place] = {}
+        self.machines: list[str] = []
+        self.control_hosts: dict[str, list[str]] = {r.name: [] for r in regions}
+        self.regions = [r.name for r in regions]
+        self.specs = {r.name: r for r in regions}
+        for node, parent, tier, place in iter_nodes(regions):
+            g.add_node(node, tier=tier)
+            if parent is not None:
+                g.add_edge(parent, node)
+            if place is not None:
+                self.places[node] = place
+                if tier == "machine":
+                    self.machines.append(node)
+                else:
+                    self.control_hosts[place.region].append(node)
+        self.graph = g
+        self._ancestors = {h: frozenset(nx.ancestors(g, h)) | {h} for h in self.places}
+
+    def has_node(self, node: str) -> bool:
+        return node in self.graph
+
+    def is_host(self, node: str) -> bool:
+        return node in self.places
+
+    def ancestors(self, host: str) -> frozenset[str]:
+        return self._ancestors[host]
+
+    def hosts_under(self, node: str) -> list[str]:
+        if node in self.places:
+            return [node]
+        return sorted(h for h in nx.descendants(self.graph, node) if h in self.places)
+
+    def tier(self, node: str) -> str:
+        return str(self.graph.nodes[node]["tier"])

@@ -1,0 +1,421 @@
+"""One run: scenario → world → kernel → trace in a run database.
+
+Everything the user can get wrong is checked before the run database is
+created, so bad input never leaves a half-made run behind. Once the run has
+started, every exit path (normal end, invariant stop, Ctrl-C, an internal
+error) flushes the buffered trace, writes the run's status and closes the
+connection, so the database always holds the events up to that point.
+
+A process killed outright (SIGKILL, power loss) runs no exit path. So the
+store runs in group-commit mode: the emulated state (queue, fleet, leases…)
+and the trace chunk that records how it got there commit in one transaction,
+about every thousand events. A killed run's database is a consistent cut at
+its last committed event, which `mastemu resume` (`resume.py`) continues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from emulator.actor import Actor
+from emulator.errors import ScenarioError
+from emulator.invariants import OnlineChecking, make_checkers
+from emulator.kernel import Kernel, KernelOptions
+from emulator.net.network import Network, build_network
+from emulator.net.topology import Topology
+from emulator.pacing import Pacer
+from emulator.registry import ACTOR_KINDS, SYSTEMS, System, SystemBuild, load_plugins
+from emulator.rng import RngStreams
+from emulator.run.faults import FaultInjector, nemesis_schedule
+from emulator.run.scenario import (
+    Fault,
+    FieldError,
+    Scenario,
+    WorldSpec,
+    check_references,
+    decode_params,
+)
+from emulator.trace import Tracer
+from emulator.units import DurationError, parse_duration_us
+from store import Store
+from store.runs import RunMeta, finish_run, put_run_meta, record_violation
+from store.trace import MetricWriter, TraceWriter
+
+
+def package_version() -> str:
+    try:
+        return version("mast-emulator")
+    except PackageNotFoundError:
+        return "source"
+
+
+@dataclass
+class RunResult:
+    """What a run produced; the CLI prints it."""
+
+    scenario: str
+    seed: int
+    out: Path
+    status: str
+    trace_hash: str
+    end_t_us: int
+    events: int
+    trace_events: int
+    deliveries: int
+    drops: int
+    crashes: int
+    wall_s: float
+    lag_s_max: float | None
+    violations: list[tuple[int, int, str, str]] = field(default_factory=list)
+    fault_windows: list[tuple[int, int | None, str]] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    """A validated scenario, ready to run: actor factories resolved, params decoded."""
+
+    scenario: Scenario
+    text: str
+    source: str
+    actors: list[tuple[str, str, int, Callable[[], Actor]]]
+    roles: list[str]
+    system: System | None = None
+    system_params: Any = None
+
+
+def plan_run(scenario: Scenario, text: str, source: str) -> Plan:
+    """Resolve the system, actor kinds, parameters and invariant names.
+
+    Raises ScenarioError naming the key path if anything is wrong.
+    """
+    load_plugins()
+    system, system_params, scenario = _plan_system(scenario, source)
+    actors = []
+    roles: set[str] = set()
+    for i, spec in enumerate(scenario.actors):
+        cls = ACTOR_KINDS.get(spec.kind)
+        if cls is None:
+            known = ", ".join(sorted(ACTOR_KINDS)) or "none"
+            raise ScenarioError(
+                source, f"actors[{i}].kind", f"unknown kind {spec.kind!r} ({known})"
+            )
+        params: Any = None
+        if cls.Params is not None:
+            params = decode_params(cls.Params, spec.params, source, f"actors[{i}].params")
+        elif spec.params:
+            raise ScenarioError(source, f"actors[{i}].params", f"{spec.kind} takes no params")
+        if isinstance(getattr(params, "role", None), str):
+            roles.add(params.role)
+        factory = _factory(cls, spec.address, params)
+        actors.append((spec.address, spec.host, int(spec.start_at), factory))
+    for i, name in enumerate(scenario.invariants.enabled):
+        try:
+            make_checkers([name])
+        except KeyError:
+            raise ScenarioError(
+                source, f"invariants.enabled[{i}]", f"unknown invariant {name!r}"
+            ) from None
+    return Plan(scenario, text, source, actors, sorted(roles), system, system_params)
+
+
+def _plan_system(scenario: Scenario, source: str) -> tuple[System | None, Any, Scenario]:
+    """Validate `[system]` and give the scenario the system's regions as its world."""
+    if not scenario.system:
+        return None, None, scenario
+    raw = dict(scenario.system)
+    kind = raw.pop("kind")
+    system = SYSTEMS.get(kind)
+    if system is None:
+        known = ", ".join(sorted(SYSTEMS)) or "none"
+        raise ScenarioError(source, "system.kind", f"unknown system {kind!r} ({known})")
+    params = decode_params(system.Params, raw, source, "system")
+    try:
+        system.check(params, _base_dir(source))
+    except FieldError as error:
+        raise ScenarioError(source, f"system.{error.key}", error.message) from None
+    except ValueError as error:
+        raise ScenarioError(source, "system", str(error)) from None
+    regions = system.regions(params)
+    if scenario.world is not None:
+        regions = regions + list(scenario.world.regions)
+    scenario = msgspec.structs.replace(scenario, world=WorldSpec(regions=regions))
+    check_references(scenario, source, system.addresses(params))
+    return system, params, scenario
+
+
+def _base_dir(source: str) -> Path:
+    """Where a scenario's relative file names are resolved: its own folder."""
+    path = Path(source)
+    return path.parent if path.is_file() else Path.cwd()
+
+
+def _factory(cls: type[Actor], address: str, params: Any) -> Callable[[], Actor]:
+    return lambda: cls(address, params)
+
+
+def remove_run_files(out: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(out) + suffix).unlink(missing_ok=True)
+
+
+async def execute(
+    plan: Plan,
+    *,
+    seed: int,
+    out: Path,
+    speed: float | None = None,
+    until_us: int | None = None,
+    progress: Callable[[Kernel], None] | None = None,
+    handle_signals: bool = False,
+    on_kernel: Callable[[Kernel], None] | None = None,
+) -> RunResult:
+    """Run a planned scenario to its end (or `until_us`) and return the result."""
+    scenario = plan.scenario
+    end_us = run_end_us(scenario, until_us)
+    remove_run_files(out)
+    wall0 = time.perf_counter()
+    async with Store.open_ctx(out) as store:
+        await put_run_meta(
+            store,
+            RunMeta(
+                scenario_name=scenario.name,
+                scenario_text=plan.text,
+                seed=seed,
+                version=package_version(),
+                mode="virtual" if speed is None else f"scaled x{speed:g}",
+            ),
+        )
+        # From here on the emulated state and the trace commit together.
+        await store.begin_group()
+        tracer = Tracer(TraceWriter(store))
+        rng = RngStreams(seed)
+        network = build_network(scenario.world.regions, scenario.network, rng)
+        kernel = make_kernel(
+            scenario, network, seed=seed, rng=rng, tracer=tracer, store=store, speed=speed
+        )
+        kernel.progress = progress
+        checking = OnlineChecking(kernel, make_checkers(scenario.invariants.enabled))
+        tracer.record(0, "run", "", "", "start", {"scenario": scenario.name, "seed": seed})
+        roles = list(plan.roles)
+        for address, host, start_us, factory in plan.actors:
+            kernel.spawn(address, host, factory, at_us=start_us)
+        build = build_system(plan, seed)
+        if build is not None:
+            await build.setup(
+                store, lambda type_, payload: tracer.record(0, "setup", "", "", type_, payload)
+            )
+            for address, host, start_us, factory in build.actors:
+                kernel.spawn(address, host, factory, at_us=start_us)
+            kernel.hardware_watchers = build.hardware_watchers
+            roles += build.roles
+        injector = FaultInjector(kernel)
+        faults = fault_schedule(plan, seed, roles, network.topology)
+        injector.schedule(faults.scenario)
+        injector.schedule(faults.nemesis)
+        if faults.heal_at_us is not None:
+            kernel.at(faults.heal_at_us, injector.final_heal)
+        # The setup and its trace are durable before the first event.
+        await tracer.flush()
+        arm_kill_switch(kernel)
+        if on_kernel is not None:
+            on_kernel(kernel)
+        status, trace_hash = await drive(kernel, checking, end_us, handle_signals)
+    return run_result(plan, seed, out, kernel, status, trace_hash, wall0, injector.windows)
+
+
+def run_end_us(scenario: Scenario, until_us: int | None) -> int:
+    duration = int(scenario.duration)
+    return duration if until_us is None else min(until_us, duration)
+
+
+def make_kernel(
+    scenario: Scenario,
+    network: Network,
+    *,
+    seed: int,
+    rng: RngStreams,
+    tracer: Tracer,
+    store: Store,
+    speed: float | None,
+) -> Kernel:
+    """A kernel with the scenario's options, writing metrics to `store`."""
+    ks = scenario.kernel
+    return Kernel(
+        seed=seed,
+        rng=rng,
+        network=network,
+        tracer=tracer,
+        store=store,
+        options=KernelOptions(
+            yield_every_events=ks.yield_every_events,
+            restart_delay_us=int(ks.restart_delay),
+            restarts_max=ks.restarts_max,
+            mailbox_len_max=ks.mailbox_len_max,
+            stop_on_violation=scenario.invariants.stop_on_violation,
+        ),
+        pacer=Pacer(speed) if speed is not None else None,
+        metrics=MetricWriter(store),
+    )
+
+
+def build_system(plan: Plan, seed: int) -> SystemBuild | None:
+    """The system's actors and setup for this seed (a pure function of both)."""
+    if plan.system is None:
+        return None
+    scenario = plan.scenario
+    return plan.system.build(
+        plan.system_params, seed, int(scenario.duration), _base_dir(plan.source)
+    )
+
+
+@dataclass
+class FaultSchedule:
+    """Every fault a run injects: the scenario's, the nemesis' draw, its final heal.
+
+    Each list is scheduled separately (fault indices in the trace count
+    within their own list).
+    """
+
+    scenario: list[Fault]
+    nemesis: list[Fault]
+    heal_at_us: int | None
+
+
+def fault_schedule(plan: Plan, seed: int, roles: list[str], topology: Topology) -> FaultSchedule:
+    """The run's faults; the nemesis draws from the run seed's `faults` stream."""
+    scenario = plan.scenario
+    if not scenario.nemesis.enabled:
+        return FaultSchedule(list(scenario.faults), [], None)
+    drawn, heal_at = nemesis_schedule(
+        scenario.nemesis,
+        RngStreams(seed).stream("faults"),
+        run_us=int(scenario.duration),
+        actors=[a for a, *_ in plan.actors],
+        roles=sorted(set(roles)),
+        regions=topology.regions,
+        nodes=sorted(topology.machines),
+    )
+    return FaultSchedule(list(scenario.faults), drawn, heal_at)
+
+
+# The testing hook of `mastemu run` and `mastemu resume`: an emulated time at
+# which the process kills itself with SIGKILL (no flush, no cleanup), so tests
+# can kill a run at a chosen point of emulated time instead of by wall clock.
+# It first waits for a trace write already under way (it would land a few
+# milliseconds later anyway), so what the database keeps is the same on
+# every machine: every chunk begun before the kill, nothing buffered after.
+KILL_AT_ENV = "MASTEMU_KILL_AT"
+KILLED = "killed by MASTEMU_KILL_AT"
+
+
+def kill_at_us() -> int | None:
+    """The emulated time of `MASTEMU_KILL_AT` (e.g. `20m`), or None if unset."""
+    text = os.environ.get(KILL_AT_ENV)
+    if not text:
+        return None
+    try:
+        return parse_duration_us(text)
+    except DurationError as error:
+        raise ScenarioError(KILL_AT_ENV, "", f"not a duration: {error}") from None
+
+
+def arm_kill_switch(kernel: Kernel) -> None:
+    """Schedule the SIGKILL of `MASTEMU_KILL_AT`, if it is set and not already past."""
+    t_us = kill_at_us()
+    if t_us is not None and t_us >= kernel.now_us:
+        kernel.at(t_us, kernel.request_stop, KILLED)
+
+
+async def drive(
+    kernel: Kernel, checking: OnlineChecking, end_us: int, handle_signals: bool
+) -> tuple[str, str]:
+    """Run the kernel to `end_us` and persist how it ended; returns (status, trace hash).
+
+    Every exit path flushes the trace and commits the run's last group.
+    """
+    tracer = kernel.tracer
+    loop = asyncio.get_running_loop()
+    if handle_signals:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGINT, kernel.request_stop, "interrupted")
+    status = "failed"
+    try:
+        await kernel.run(end_us)
+        if kernel.stop_reason == KILLED:
+            await tracer.settle()
+            os.kill(os.getpid(), signal.SIGKILL)
+        if kernel.stop_reason == "interrupted":
+            status = "interrupted"
+        else:
+            kernel.stop_all()
+            checking.finish()
+            status = "violated" if kernel.violations else "ok"
+    except asyncio.CancelledError:
+        status = "interrupted"
+        raise
+    finally:
+        tracer.record(kernel.now_us, "run", "", "", "end", status)
+        trace_hash = tracer.hexdigest()
+        await _finish(kernel.store, tracer, kernel, status, trace_hash)
+        if handle_signals:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGINT)
+    return status, trace_hash
+
+
+def run_result(
+    plan: Plan,
+    seed: int,
+    out: Path,
+    kernel: Kernel,
+    status: str,
+    trace_hash: str,
+    wall0: float,
+    windows: list[tuple[int, int | None, str]],
+) -> RunResult:
+    return RunResult(
+        scenario=plan.scenario.name,
+        seed=seed,
+        out=out,
+        status=status,
+        trace_hash=trace_hash,
+        end_t_us=kernel.now_us,
+        events=kernel.events,
+        trace_events=kernel.tracer.seq,
+        deliveries=kernel.deliveries,
+        drops=kernel.drops,
+        crashes=kernel.crashes,
+        wall_s=time.perf_counter() - wall0,
+        lag_s_max=kernel.pacer.lag_s_max if kernel.pacer is not None else None,
+        violations=list(kernel.violations),
+        fault_windows=list(windows),
+    )
+
+
+async def _finish(
+    store: Store, tracer: Tracer, kernel: Kernel, status: str, trace_hash: str
+) -> None:
+    """Persist what the run produced: buffered trace and metrics, violations, the status."""
+    await kernel.flush()
+    await store.end_group()
+    for seq, t_us, invariant, message in kernel.violations:
+        await record_violation(store, seq, t_us, invariant, message)
+    await finish_run(
+        store,
+        status=status,
+        trace_hash=trace_hash,
+        end_t_us=kernel.now_us,
+        events=tracer.seq,
+        violations=len(kernel.violations),
+    )

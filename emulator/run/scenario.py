@@ -1,0 +1,550 @@
+"""Scenario files: TOML decoded by msgspec into typed Structs.
+
+msgspec rejects unknown keys, wrong types and out-of-range values with the key
+path (`$.faults[2].at`); references between parts of a scenario (an actor's
+host, a fault's target region or actor) are checked afterwards by
+`check_references`. Every problem becomes one `ScenarioError` naming the file
+and the key path, which the CLI prints without a traceback (exit code 2).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+from emulator.errors import ScenarioError
+from emulator.net.topology import iter_nodes
+from emulator.units import DAY, DurationError, S, parse_duration_us
+
+# Limits on what a scenario may ask for. A duration beyond 100 years is a typo,
+# and would overflow SQLite's 64-bit integers (or float → int) further down.
+DURATION_US_MAX = 36_500 * DAY
+# Validation enumerates every node of the world; this keeps it to about a second.
+WORLD_MACHINES_MAX = 1_000_000
+
+
+class Duration(int):
+    """Microseconds of emulated time, written as `"1h30m"`, `"250ms"` or seconds."""
+
+
+def _dec_hook(type_: type, obj: Any) -> Any:
+    if type_ is Duration:
+        if isinstance(obj, bool) or not isinstance(obj, str | int | float):
+            raise TypeError(f"expected a duration such as '90s' or '1h30m', got {obj!r}")
+        try:
+            value = parse_duration_us(obj)
+        except DurationError as error:
+            raise ValueError(str(error)) from None
+        except OverflowError:  # e.g. 1e308 seconds: float infinity after scaling
+            raise ValueError(
+                f"duration {obj!r} is too large (at most {DURATION_US_MAX // DAY}d)"
+            ) from None
+        if value < 0:
+            raise ValueError(f"a duration must not be negative, got {obj!r}")
+        if value > DURATION_US_MAX:
+            raise ValueError(f"duration {obj!r} is too large (at most {DURATION_US_MAX // DAY}d)")
+        return Duration(value)
+    raise NotImplementedError(f"no decoder for {type_}")
+
+
+_DURATION_DOC = "duration: seconds, or a string such as '250ms', '90s', '1h30m'"
+
+
+def _schema_hook(type_: type) -> dict[str, Any]:
+    if type_ is Duration:
+        return {
+            "anyOf": [
+                {"type": "string", "pattern": r"^(\d+(\.\d+)?(us|ms|min|s|m|h|d))+$"},
+                {"type": "number", "minimum": 0, "maximum": DURATION_US_MAX // S},
+            ],
+            "description": _DURATION_DOC,
+        }
+    raise NotImplementedError
+
+
+Name = Annotated[str, Meta(min_length=1, max_length=200)]
+Count = Annotated[int, Meta(ge=0, le=100_000)]
+Probability = Annotated[float, Meta(ge=0.0, le=1.0)]
+PositiveMs = Annotated[float, Meta(gt=0.0, le=60_000.0)]
+Gbps = Annotated[float, Meta(gt=0.0, le=1e6)]
+
+
+class Spec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """Base of every scenario section: unknown keys are errors."""
+
+
+# ---- world and network -------------------------------------------------
+class RegionSpec(Spec, kw_only=True):
+    name: Name
+    datacenters: Annotated[int, Meta(ge=1, le=64)] = 1
+    fault_domains: Annotated[int, Meta(ge=1, le=64)] = 2
+    racks: Annotated[int, Meta(ge=1, le=10_000)] = 2
+    machines: Annotated[int, Meta(ge=0, le=10_000)] = 2
+    control_hosts: Annotated[int, Meta(ge=1, le=16)] = 2
+    wan_egress_gbps: Gbps = 400.0
+    wan_ingress_gbps: Gbps = 400.0
+
+
+class WorldSpec(Spec, kw_only=True):
+    regions: Annotated[list[RegionSpec], Meta(min_length=1, max_length=256)]
+
+
+class RegionPairSpec(Spec, kw_only=True):
+    a: Name
+    b: Name
+    latency_ms: PositiveMs | None = None
+    bandwidth_gbps: Gbps | None = None
+
+
+class NetworkSpec(Spec, kw_only=True):
+    same_host_ms: PositiveMs = 0.01
+    same_rack_ms: PositiveMs = 0.05
+    same_dc_ms: PositiveMs = 0.5
+    cross_dc_ms: PositiveMs = 2.0
+    cross_region_ms_min: PositiveMs = 30.0
+    cross_region_ms_max: PositiveMs = 150.0
+    jitter_fraction: Annotated[float, Meta(ge=0.0, le=10.0)] = 0.1
+    wan_pair_gbps: Gbps = 100.0
+    region_pairs: list[RegionPairSpec] = []
+
+
+# ---- actors ------------------------------------------------------------
+class ActorSpec(Spec, kw_only=True):
+    kind: Name
+    address: Name
+    host: Name
+    # Duration defaults are plain ints (µs): see scenario_json_schema.
+    start_at: Duration = 0
+    params: dict[str, Any] = {}
+
+
+# ---- faults (tagged by `action`) -----------------------------------------
+# Actor targets of crash/restart/pause/slow-store faults, resolved when the
+# fault fires (emulator/run/faults.py). Besides an actor's address:
+#   leader of ROLE      the instance holding ROLE's lease at that instant;
+#   a follower of ROLE  one instance of ROLE that is up and does not hold it;
+#   a minority of ROLE  max(1, floor((n - 1) / 2)) of ROLE's n instances (1 of 2
+#                       or 3, 2 of 5): the most a majority survives, at least one;
+#   all of ROLE         every instance of ROLE;
+#   region NAME         every actor on region NAME's control hosts (its control
+#                       plane; its machines go down with a `down` fault on
+#                       `node = "NAME"` or `"region NAME"`).
+# The instances of ROLE are the actors addressed `ROLE/N` (N a number: `gms/0`,
+# `gms/1`); `leader of` also takes a role that actors name in their `role`
+# parameter (the lease demo's candidates). Random picks use the run's
+# `fault-targets` stream, so a seed always picks the same instances.
+TARGET_FORMS = {
+    "leader of ": "leader",
+    "a follower of ": "follower",
+    "a minority of ": "minority",
+    "all of ": "all",
+    "region ": "region",
+}
+
+
+def split_target(target: str) -> tuple[str, str] | None:
+    """(form, role or region) of a role-relative target; None for an actor address."""
+    for prefix, form in TARGET_FORMS.items():
+        if target.startswith(prefix):
+            return form, target[len(prefix) :]
+    return None
+
+
+def instance_role(address: str) -> str | None:
+    """The role an address `ROLE/N` is an instance of, or None."""
+    role, _, number = address.rpartition("/")
+    return role if role and number.isdigit() else None
+
+
+class FaultBase(Spec, tag_field="action", kw_only=True):
+    at: Duration
+
+
+class CrashFault(FaultBase, tag="crash", kw_only=True):
+    """Crash an actor or a role-relative target (`TARGET_FORMS`); restart after
+    `restart_after` if given."""
+
+    target: Name
+    restart_after: Duration | None = None
+
+
+class RestartFault(FaultBase, tag="restart", kw_only=True):
+    target: Name
+
+
+class PauseFault(FaultBase, tag="pause", kw_only=True):
+    """Freeze an actor (GC pause, stopped VM): its lease may expire meanwhile."""
+
+    target: Name
+    duration: Duration
+
+
+class PartitionFault(FaultBase, tag="partition", kw_only=True):
+    """Cut the link between two regions, or between two hosts (both ways).
+
+    Exactly one of `regions` and `hosts` is given; heal after `duration` if given.
+    """
+
+    regions: Annotated[list[Name], Meta(min_length=2, max_length=2)] | None = None
+    hosts: Annotated[list[Name], Meta(min_length=2, max_length=2)] | None = None
+    duration: Duration | None = None
+
+
+class HealFault(FaultBase, tag="heal", kw_only=True):
+    """Heal every partition and remove every loss/duplication/delay rule."""
+
+
+class LinkFault(FaultBase, kw_only=True):
+    duration: Duration
+    between: Annotated[list[Name], Meta(min_length=2, max_length=2)] | None = None
+
+
+class LossFault(LinkFault, tag="loss", kw_only=True):
+    probability: Probability
+
+
+class DuplicateFault(LinkFault, tag="duplicate", kw_only=True):
+    probability: Probability
+
+
+class DelayFault(LinkFault, tag="delay", kw_only=True):
+    extra_ms: Annotated[float, Meta(gt=0.0, le=3_600_000.0)]
+
+
+class DownFault(FaultBase, tag="down", kw_only=True):
+    """Take a machine, rack, fault domain, datacenter or region (`NAME` or
+    `region NAME`) down."""
+
+    node: Name
+    duration: Duration | None = None
+
+
+class UpFault(FaultBase, tag="up", kw_only=True):
+    node: Name
+
+
+class SlowStoreFault(FaultBase, tag="slow-store", kw_only=True):
+    """For `duration`, every store call of the target's actors (an actor, a
+    role-relative target or `region NAME`, resolved when the fault fires)
+    answers `latency` late: the call takes effect when made, its caller
+    resumes only `latency` later, so its lease may expire while it waits."""
+
+    target: Name
+    duration: Duration
+    latency: Duration
+
+
+Fault = (
+    CrashFault
+    | RestartFault
+    | PauseFault
+    | PartitionFault
+    | HealFault
+    | LossFault
+    | DuplicateFault
+    | DelayFault
+    | DownFault
+    | UpFault
+    | SlowStoreFault
+)
+
+NemesisAction = Literal[
+    "crash", "pause", "partition", "loss", "duplicate", "delay", "down", "slow-store"
+]
+
+
+class NemesisSpec(Spec, kw_only=True):
+    """A seeded random fault schedule, always ending with a final heal."""
+
+    enabled: bool = False
+    start: Duration = 600_000_000
+    heal_at: Duration | None = None
+    interval_mean: Duration = 1_200_000_000
+    duration_mean: Duration = 300_000_000
+    actions: Annotated[list[NemesisAction], Meta(min_length=1)] = msgspec.field(
+        default_factory=lambda: ["crash", "pause", "partition", "loss"]
+    )
+    loss_probability: Probability = 0.2
+    # `slow-store` faults: each call's extra latency is drawn around this mean.
+    store_latency_mean: Duration = 20_000_000
+    faults_max: Annotated[int, Meta(ge=0, le=100_000)] = 1_000
+
+
+class KernelSpec(Spec, kw_only=True):
+    yield_every_events: Annotated[int, Meta(ge=1, le=10_000_000)] = 2_000
+    restart_delay: Duration = 1_000_000
+    restarts_max: Annotated[int, Meta(ge=0)] = 1_000
+    mailbox_len_max: Annotated[int, Meta(ge=1)] = 100_000
+
+
+class InvariantsSpec(Spec, kw_only=True):
+    enabled: list[Name] = []
+    stop_on_violation: bool = False
+
+
+class Scenario(Spec, kw_only=True):
+    """A whole run: world, network, actors, faults, invariants, length."""
+
+    name: Name
+    duration: Duration
+    description: str = ""
+    seed: Annotated[int, Meta(ge=0, le=2**63 - 1)] = 1
+    world: WorldSpec | None = None
+    system: dict[str, Any] = {}
+    network: NetworkSpec = NetworkSpec()
+    kernel: KernelSpec = KernelSpec()
+    actors: list[ActorSpec] = []
+    faults: list[Fault] = []
+    nemesis: NemesisSpec = NemesisSpec()
+    invariants: InvariantsSpec = InvariantsSpec()
+
+
+# ---- loading -------------------------------------------------------------
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_FIELD_ERROR = re.compile(r"Object (contains unknown|missing required) field `(.*)`", re.S)
+
+
+def _path_of(error: msgspec.ValidationError) -> tuple[str, str]:
+    """(key path, message) of a msgspec error; an unknown or missing key is named
+    in the path itself (`network.bogus`), not only in the message."""
+    text = str(error)
+    marker = " - at `"
+    path = ""
+    message = text
+    if marker in text:
+        # rpartition: the message may quote a key that contains the marker.
+        message, _, rest = text.rpartition(marker)
+        path = rest.removesuffix("`").removeprefix("$.").removeprefix("$")
+    field = _FIELD_ERROR.fullmatch(message)
+    if field is not None:
+        # A key that is not bare in TOML is quoted, as it is written in the file.
+        key = field[2] if _BARE_KEY.fullmatch(field[2]) else json.dumps(field[2])
+        path = f"{path}.{key}" if path else key
+        message = "unknown key" if field[1] == "contains unknown" else "missing required key"
+    return path, message
+
+
+def parse_raw(text: str, source: str) -> Any:
+    """A scenario's text (TOML, or JSON when it starts with `{`) as plain data."""
+    if text.lstrip().startswith("{"):
+        try:
+            return msgspec.json.decode(text)
+        except msgspec.DecodeError as error:
+            raise ScenarioError(source, "", f"not valid JSON: {error}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ScenarioError(source, "", f"not valid TOML: {error}") from None
+
+
+def decode_scenario(text: str, source: str) -> Scenario:
+    """Decode and validate a scenario; raise `ScenarioError` on any problem."""
+    return convert_scenario(parse_raw(text, source), source)
+
+
+def convert_scenario(raw: Any, source: str) -> Scenario:
+    try:
+        scenario = msgspec.convert(raw, Scenario, dec_hook=_dec_hook, strict=True)
+    except msgspec.ValidationError as error:
+        path, message = _path_of(error)
+        raise ScenarioError(source, path, message) from None
+    if scenario.system:
+        if not isinstance(scenario.system.get("kind"), str):
+            raise ScenarioError(
+                source, "system.kind", "missing: the system to emulate, e.g. 'mast'"
+            )
+        # The system contributes regions and actors: checked when the run is planned.
+        return scenario
+    if scenario.world is None:
+        raise ScenarioError(source, "world", "missing required key (or name a [system])")
+    check_references(scenario, source)
+    return scenario
+
+
+def load_scenario_file(path: str | Path) -> tuple[Scenario, str]:
+    """Read and validate a scenario file; returns it with its text (stored in the run)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ScenarioError(str(p), "", f"cannot read: {error}") from None
+    return decode_scenario(text, str(p)), text
+
+
+def scenario_json_schema() -> dict[str, Any]:
+    """JSON Schema of scenario files; duration defaults are shown in seconds.
+
+    Duration fields default to plain ints (µs) because msgspec cannot put an
+    int subclass into a schema; a bare number in a scenario means seconds, so
+    those defaults are converted here.
+    """
+    schema = msgspec.json.schema(Scenario, schema_hook=_schema_hook)
+    for struct in schema.get("$defs", {}).values():
+        for prop in struct.get("properties", {}).values():
+            default = prop.get("default")
+            if prop.get("description") == _DURATION_DOC and isinstance(default, int):
+                prop["default"] = default // S if default % S == 0 else default / S
+    return schema
+
+
+class FieldError(ValueError):
+    """Raised by a parameters Struct's `__post_init__` about one of its own keys.
+
+    msgspec reports a `__post_init__` error at the Struct itself;
+    `decode_params` adds `key` (a path below the Struct) to the key path.
+    """
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+        self.message = message
+
+
+def decode_params(params_type: type[Any], raw: dict[str, Any], source: str, path: str) -> Any:
+    """Validate an actor kind's parameters, naming `actors[i].params.key` on error."""
+    try:
+        return msgspec.convert(raw, params_type, dec_hook=_dec_hook, strict=True)
+    except msgspec.ValidationError as error:
+        sub, message = _path_of(error)
+        if isinstance(error.__cause__, FieldError):
+            field = error.__cause__
+            sub, message = ".".join(p for p in (sub, field.key) if p), field.message
+        raise ScenarioError(source, f"{path}.{sub}" if sub else path, message) from None
+
+
+# ---- references ----------------------------------------------------------
+def _nodes(scenario: Scenario) -> tuple[set[str], set[str], set[str]]:
+    """(regions, every topology node, hosts) without building the graph."""
+    nodes: set[str] = set()
+    hosts: set[str] = set()
+    for node, _parent, _tier, place in iter_nodes(scenario.world.regions):
+        nodes.add(node)
+        if place is not None:
+            hosts.add(node)
+    return {r.name for r in scenario.world.regions}, nodes, hosts
+
+
+def check_references(scenario: Scenario, source: str, system_addresses: Iterable[str] = ()) -> None:
+    """Dangling references and cross-field rules that a type cannot express.
+
+    `system_addresses` are the actors a system contributes (valid fault targets).
+    """
+    assert scenario.world is not None
+
+    def fail(path: str, message: str) -> None:
+        raise ScenarioError(source, path, message)
+
+    names = [r.name for r in scenario.world.regions]
+    for i, name in enumerate(names):
+        if "/" in name or " " in name:
+            fail(f"world.regions[{i}].name", f"region name {name!r} must not contain '/' or spaces")
+        if name in names[:i]:
+            fail(f"world.regions[{i}].name", f"duplicate region {name!r}")
+    machines = sum(
+        r.datacenters * r.fault_domains * r.racks * r.machines for r in scenario.world.regions
+    )
+    if machines > WORLD_MACHINES_MAX:
+        fail("world.regions", f"{machines:,} machines; at most {WORLD_MACHINES_MAX:,}")
+    regions, nodes, hosts = _nodes(scenario)
+    net = scenario.network
+    if net.cross_region_ms_min > net.cross_region_ms_max:
+        fail("network.cross_region_ms_min", "must not exceed network.cross_region_ms_max")
+    for i, pair in enumerate(net.region_pairs):
+        for key in ("a", "b"):
+            if getattr(pair, key) not in regions:
+                fail(f"network.region_pairs[{i}].{key}", f"unknown region {getattr(pair, key)!r}")
+        if pair.a == pair.b:
+            fail(f"network.region_pairs[{i}]", "a region pair needs two different regions")
+    addresses: set[str] = set(system_addresses)
+    roles: set[str] = set()
+    for i, actor in enumerate(scenario.actors):
+        if actor.address in addresses:
+            fail(f"actors[{i}].address", f"duplicate actor address {actor.address!r}")
+        addresses.add(actor.address)
+        if actor.host not in hosts:
+            fail(f"actors[{i}].host", f"unknown host {actor.host!r} (e.g. 'REGION/ctl0')")
+        if isinstance(actor.params.get("role"), str):
+            roles.add(actor.params["role"])
+    replicated = {r for r in map(instance_role, addresses) if r is not None}
+    roles |= replicated
+    for i, fault in enumerate(scenario.faults):
+        where = f"faults[{i}]"
+        if fault.at > scenario.duration:
+            fail(f"{where}.at", "fault scheduled after the end of the run")
+        target = getattr(fault, "target", None)
+        if target is not None:
+            _check_target(target, f"{where}.target", addresses, (roles, replicated), regions, fail)
+        for key in ("regions", "between"):
+            for j, region in enumerate(getattr(fault, key, None) or ()):
+                if region not in regions:
+                    fail(f"{where}.{key}[{j}]", f"unknown region {region!r}")
+        pair = getattr(fault, "regions", None) or getattr(fault, "between", None)
+        if pair is not None and pair[0] == pair[1]:
+            fail(f"{where}", "needs two different regions")
+        if isinstance(fault, PartitionFault):
+            if (fault.regions is None) == (fault.hosts is None):
+                fail(where, "a partition names exactly one of `regions` or `hosts`")
+            for j, host in enumerate(fault.hosts or ()):
+                if host not in hosts:
+                    fail(f"{where}.hosts[{j}]", f"unknown host {host!r}")
+            if fault.hosts is not None and fault.hosts[0] == fault.hosts[1]:
+                fail(where, "needs two different hosts")
+        if isinstance(fault, SlowStoreFault) and fault.latency <= 0:
+            fail(f"{where}.latency", "a slow store needs a positive latency, e.g. '45s'")
+        node = getattr(fault, "node", None)
+        if node is not None:
+            named = node_of(node)
+            if node.startswith("region ") and named not in regions:
+                fail(f"{where}.node", f"unknown region {named!r} (regions: {_listed(regions)})")
+            if named not in nodes:
+                fail(f"{where}.node", f"unknown node {node!r}")
+    nem = scenario.nemesis
+    if nem.enabled and nem.heal_at is not None and nem.heal_at > scenario.duration:
+        fail("nemesis.heal_at", "after the end of the run")
+
+
+def node_of(node: str) -> str:
+    """The topology node a fault's `node` names (`region NAME` is the region `NAME`)."""
+    return node.removeprefix("region ")
+
+
+def _listed(names: Iterable[str], shown_max: int = 8) -> str:
+    ordered = sorted(names)
+    more = f", … ({len(ordered)} in all)" if len(ordered) > shown_max else ""
+    return ", ".join(ordered[:shown_max]) + more if ordered else "none"
+
+
+def _check_target(
+    target: str,
+    path: str,
+    addresses: set[str],
+    roles: tuple[set[str], set[str]],
+    regions: set[str],
+    fail: Callable[[str, str], None],
+) -> None:
+    """An actor target names an actor, a role (with instances `ROLE/N` unless
+    it asks for the leader: `roles` is (every role, those with instances)), or
+    a region."""
+    split = split_target(target)
+    if split is None:
+        if target not in addresses:
+            forms = ", ".join(
+                f"'{p}{'NAME' if f == 'region' else 'ROLE'}'" for p, f in TARGET_FORMS.items()
+            )
+            fail(path, f"unknown actor {target!r} (or use one of {forms})")
+        return
+    form, name = split
+    if form == "region":
+        if name not in regions:
+            fail(path, f"unknown region {name!r} (regions: {_listed(regions)})")
+    elif name not in roles[0]:
+        fail(path, f"unknown role {name!r} (roles: {_listed(roles[0])})")
+    elif form != "leader" and name not in roles[1]:
+        fail(path, f"role {name!r} has no instances addressed '{name}/N'; only its leader is known")

@@ -1,0 +1,364 @@
+"""`mastemu sweep`: one scenario over a range of seeds, in parallel processes.
+
+Each seed runs in a worker process exactly as `mastemu run SCENARIO --seed S`
+would run it (same scenario resolution, same planning, same `execute`), so a
+seed's trace hash here is the hash that command prints. Runs go to a
+temporary folder; a clean run's database is deleted as soon as it ends, and
+the database of a run that violated an invariant or crashed is kept as
+`KEEP_DIR/NAME-SEED.db`, ready for `mastemu check` or `mastemu shrink`.
+
+Results are reported in seed order whatever order the workers finish in. A
+seed whose run raised (a bug of ours, or a worker that died) is a failure
+with the pseudo-invariant `internal-error`, never a traceback of the sweep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+# A sweep is a batch job: refuse ranges that would take days by mistake.
+SEEDS_MAX = 100_000
+SEED_MAX = 2**63 - 1
+# How many violations of one seed the text output lists before "… and N more".
+LISTED_MAX = 10
+INTERNAL_ERROR = "internal-error"
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    """How one seed's run ended."""
+
+    seed: int
+    status: str  # ok, violated, or internal-error
+    trace_hash: str | None = None
+    # (trace position, emulated µs, invariant, message), as the run recorded them.
+    violations: tuple[tuple[int, int, str, str], ...] = ()
+    error: str | None = None
+    wall_s: float = 0.0
+    db: str | None = None  # where the run database was kept (failing runs only)
+
+    @property
+    def failed(self) -> bool:
+        return self.status != "ok"
+
+
+@dataclass
+class SweepResult:
+    """Every seed's outcome, in seed order."""
+
+    scenario: str
+    ref: str
+    runs: list[SeedRun] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def command(self, seed: int) -> str:
+        return f"mastemu run {self.ref} --seed {seed}"
+
+    @property
+    def violations(self) -> int:
+        """Invariant violations, counting each internal error as one."""
+        return sum(len(r.violations) or int(r.failed) for r in self.runs)
+
+    def failures(self) -> list[dict[str, Any]]:
+        """One entry per (seed, invariant): the first violation and how many there were."""
+        out: list[dict[str, Any]] = []
+        for run in self.runs:
+            if run.status == INTERNAL_ERROR:
+                out.append(
+                    {
+                        "seed": run.seed,
+                        "invariant": INTERNAL_ERROR,
+                        "command": self.command(run.seed),
+                        "message": run.error or "",
+                        "count": 1,
+                        "db": run.db,
+                    }
+                )
+                continue
+            first: dict[str, dict[str, Any]] = {}
+            for seq, t_us, invariant, message in run.violations:
+                entry = first.get(invariant)
+                if entry is None:
+                    first[invariant] = {
+                        "seed": run.seed,
+                        "invariant": invariant,
+                        "command": self.command(run.seed),
+                        "message": message,
+                        "seq": seq,
+                        "t_us": t_us,
+                        "count": 1,
+                        "db": run.db,
+                    }
+                else:
+                    entry["count"] += 1
+            out.extend(first.values())
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The `--json` object; deterministic for a given scenario and seed range."""
+        return {
+            "scenario": self.scenario,
+            "seeds": len(self.runs),
+            "violations": self.violations,
+            "failures": self.failures(),
+            "internal_errors": sum(r.status == INTERNAL_ERROR for r in self.runs),
+            "runs": [
+                {
+                    "seed": r.seed,
+                    "status": r.status,
+                    "trace_hash": r.trace_hash,
+                    "violations": len(r.violations),
+                }
+                for r in self.runs
+            ],
+        }
+
+
+# ---- argument types ------------------------------------------------------------
+def seed_range(text: str) -> range:
+    """`A-B` (inclusive) or a single seed `N`, as argparse reads `--seeds`."""
+    first, dash, last = text.strip().partition("-")
+    try:
+        a = int(first)
+        b = int(last) if dash else a
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected A-B or N with non-negative integers, got {text!r}"
+        ) from None
+    if not (0 <= a <= SEED_MAX and 0 <= b <= SEED_MAX):
+        raise argparse.ArgumentTypeError(f"seeds must be between 0 and 2**63-1, got {text!r}")
+    if a > b:
+        raise argparse.ArgumentTypeError(f"empty range {text!r}: the first seed is after the last")
+    if b - a + 1 > SEEDS_MAX:
+        raise argparse.ArgumentTypeError(f"{b - a + 1:,} seeds; at most {SEEDS_MAX:,} per sweep")
+    return range(a, b + 1)
+
+
+def job_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 1 <= value <= 1024:
+        raise argparse.ArgumentTypeError("must be between 1 and 1024")
+    return value
+
+
+# ---- one seed, inside a worker ---------------------------------------------------------
+def run_seed(ref: str, seed: int, workdir: str) -> SeedRun:
+    """Run `ref` with `seed` as `mastemu run` does; delete the database unless it failed."""
+    import asyncio
+
+    from emulator.cli.main import resolve_scenario
+    from emulator.run.runner import execute, plan_run, remove_run_files
+
+    wall0 = time.perf_counter()
+    out = Path(workdir) / f"seed-{seed}.db"
+    try:
+        scenario, text, source = resolve_scenario(ref)
+        plan = plan_run(scenario, text, source)
+        result = asyncio.run(execute(plan, seed=seed, out=out))
+    except Exception as error:  # a bug of ours: reported, not raised through the sweep
+        return SeedRun(
+            seed,
+            INTERNAL_ERROR,
+            error=f"{type(error).__name__}: {error}",
+            wall_s=time.perf_counter() - wall0,
+            db=str(out) if out.exists() else None,
+        )
+    status = result.status
+    error = None
+    if status not in ("ok", "violated"):
+        status, error = INTERNAL_ERROR, f"the run ended with status {result.status!r}"
+    if status == "ok":
+        remove_run_files(out)
+    return SeedRun(
+        seed,
+        status,
+        result.trace_hash,
+        tuple(result.violations),
+        error,
+        time.perf_counter() - wall0,
+        str(out) if status != "ok" else None,
+    )
+
+
+# ---- the sweep ---------------------------------------------------------------------
+def _context() -> Any:
+    """Fork where there is fork: workers then inherit what was registered in-process
+    (plugins, systems a test registered) and start without importing everything again."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else None)
+
+
+def sweep(
+    ref: str,
+    seeds: range,
+    *,
+    jobs: int,
+    keep_dir: Path,
+    on_result: Callable[[SeedRun], None] | None = None,
+) -> SweepResult:
+    """Run every seed of `seeds`; `on_result` sees each outcome in seed order.
+
+    Raises ScenarioError (bad input) before any worker starts.
+    """
+    from emulator.cli.main import resolve_scenario
+    from emulator.run.runner import plan_run
+
+    scenario, text, source = resolve_scenario(ref)
+    plan_run(scenario, text, source)  # bad input fails here, once, not in every worker
+    result = SweepResult(scenario.name, ref)
+    wall0 = time.perf_counter()
+    jobs = max(1, min(jobs, len(seeds)))
+    with tempfile.TemporaryDirectory(prefix="mastemu-sweep-") as workdir:
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_context())
+        try:
+            for run in _in_order(pool, ref, seeds, workdir, jobs):
+                if run.db is not None:
+                    run = _keep(run, Path(run.db), keep_dir / f"{scenario.name}-{run.seed}.db")
+                result.runs.append(run)
+                if on_result is not None:
+                    on_result(run)
+        finally:
+            # Nothing is queued beyond the runs in progress, so on Ctrl-C (which the
+            # workers get too) this returns as soon as those runs stop.
+            pool.shutdown(wait=True, cancel_futures=True)
+    result.wall_s = time.perf_counter() - wall0
+    return result
+
+
+def _in_order(
+    pool: ProcessPoolExecutor, ref: str, seeds: range, workdir: str, jobs: int
+) -> Iterator[SeedRun]:
+    """Keep `jobs` seeds running; yield outcomes in seed order as they become known."""
+    waiting = iter(seeds)
+    running: dict[Future[SeedRun], int] = {}
+    done: dict[int, SeedRun] = {}
+    broken: str | None = None
+    for seed in seeds:
+        while seed not in done:
+            while broken is None and len(running) < jobs:
+                nxt = next(waiting, None)
+                if nxt is None:
+                    break
+                try:
+                    running[pool.submit(run_seed, ref, nxt, workdir)] = nxt
+                except BrokenProcessPool:
+                    broken = "not run: a worker process died and took the pool with it"
+                    done[nxt] = SeedRun(nxt, INTERNAL_ERROR, error=broken)
+            if not running:
+                # The pool broke: every seed not yet run is reported as not run.
+                done[seed] = SeedRun(seed, INTERNAL_ERROR, error=broken or "not run")
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                ran = running.pop(future)
+                done[ran] = _outcome(ran, future)
+        yield done.pop(seed)
+
+
+def _outcome(seed: int, future: Future[SeedRun]) -> SeedRun:
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        # Which seed killed it is unknown: every seed running at that moment says so.
+        return SeedRun(seed, INTERNAL_ERROR, error="a worker process died while this seed ran")
+    except Exception as error:
+        message = f"worker failed: {type(error).__name__}: {error}"
+        return SeedRun(seed, INTERNAL_ERROR, error=message)
+
+
+def _keep(run: SeedRun, db: Path, dest: Path) -> SeedRun:
+    """Move a failing run's database (with any WAL files) to `dest`."""
+    from emulator.cli.main import _check_replaceable
+
+    try:
+        _check_replaceable(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(dest) + suffix).unlink(missing_ok=True)
+            src = Path(str(db) + suffix)
+            if src.exists():
+                shutil.move(src, Path(str(dest) + suffix))
+    except Exception as error:  # kept nowhere: the run is still reported
+        print(f"warning: {dest}: cannot keep the run database: {error}", file=sys.stderr)
+        return replace(run, db=None)
+    return replace(run, db=str(dest))
+
+
+# ---- output --------------------------------------------------------------------------
+def seed_lines(run: SeedRun, command: str) -> list[str]:
+    """One line per seed, then its violations and the command that reproduces them."""
+    from emulator.units import format_us
+
+    lines = [
+        f"seed {run.seed:<6} {run.status:<15} trace-hash {run.trace_hash or '-':<32} "
+        f"violations {len(run.violations) or int(run.failed):<4} {run.wall_s:6.2f}s"
+    ]
+    if run.status == INTERNAL_ERROR:
+        lines.append(f"  {INTERNAL_ERROR}: {run.error}")
+    for seq, t_us, invariant, message in run.violations[:LISTED_MAX]:
+        lines.append(f"  VIOLATION {invariant} at #{seq} ({format_us(t_us)}): {message}")
+    if len(run.violations) > LISTED_MAX:
+        lines.append(f"  … and {len(run.violations) - LISTED_MAX} more")
+    if run.failed:
+        kept = f"  (run database: {run.db})" if run.db else ""
+        lines.append(f"  reproduce: {command}{kept}")
+    return lines
+
+
+def summary_lines(result: SweepResult) -> list[str]:
+    clean = sum(not r.failed for r in result.runs)
+    errors = sum(r.status == INTERNAL_ERROR for r in result.runs)
+    violated = len(result.runs) - clean - errors
+    lines = [
+        f"{len(result.runs)} seeds: {clean} clean, {violated} with violations, "
+        f"{errors} internal errors; {result.violations} violation(s) in "
+        f"{result.wall_s:.1f}s wall"
+    ]
+    failing = [str(r.seed) for r in result.runs if r.failed]
+    if failing:
+        lines.append(f"failing seeds: {', '.join(failing)}")
+    return lines
+
+
+def command(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """`mastemu sweep`: exit 1 if any seed violated an invariant or crashed, else 0."""
+    import json
+
+    out = out or sys.stdout
+    # With --json, stdout carries only the JSON object; progress goes to stderr.
+    progress = sys.stderr if args.json else out
+    jobs = args.jobs or os.cpu_count() or 1
+    seeds: range = args.seeds
+    print(
+        f"sweep: {args.scenario}  seeds {seeds.start}-{seeds.stop - 1}  jobs {jobs}",
+        file=progress,
+    )
+
+    def show(run: SeedRun) -> None:
+        for line in seed_lines(run, f"mastemu run {args.scenario} --seed {run.seed}"):
+            print(line, file=progress)
+        with contextlib.suppress(OSError):
+            progress.flush()
+
+    result = sweep(args.scenario, seeds, jobs=jobs, keep_dir=args.keep_dir, on_result=show)
+    for line in summary_lines(result):
+        print(line, file=progress)
+    if args.json:
+        print(json.dumps(result.to_json(), sort_keys=True), file=out)
+    return 1 if result.violations else 0

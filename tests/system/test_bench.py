@@ -1,0 +1,55 @@
+"""`mastemu bench gms|rms`, small: the benchmarks run and report what they promise.
+
+Fast smoke tests at reduced sizes (the real sizes are the defaults); they
+check the shape and sense of the results, not the timings. `bench day` runs
+a whole emulated day and is never part of the default run.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from actors.mast.bench.control_plane import bench_gms, bench_rms
+from emulator.cli import main as cli
+from emulator.registry import BENCHES, load_plugins
+
+
+def test_the_benchmarks_are_registered() -> None:
+    load_plugins()
+    assert {"gms", "rms", "day"} <= set(BENCHES)
+
+
+def test_gms_bench_scans_the_whole_queue() -> None:
+    out = bench_gms({"workloads": 400, "tenants": 30, "running": 80, "repeat": 2})
+    assert out["workloads"] == 400 and out["tenants"] == 30
+    assert out["running_workloads"] == 80
+    assert out["window_samples"] == 288  # a day of 5-minute passes
+    assert 0 < out["within_quota"] <= 400
+    assert out["scan_ms"] > 0 and out["target_ms"] == 50
+    # The ratio is rounded from the unrounded time, so it may differ from the
+    # rounded time's ratio in the last decimal.
+    assert out["ratio"] == pytest.approx(out["scan_ms"] / 50, abs=1e-3)
+
+
+def test_rms_bench_decides_with_and_without_preemption() -> None:
+    # Two clusters of the full-size region's shape: 125 GPU and 3,200 CPU machines each.
+    out = bench_rms({"clusters": 2, "gpu_machines": 250, "cpu_machines": 6_400, "repeat": 2})
+    assert out["clusters"] == 2 and out["gpus"] == 2_000
+    assert 0.85 <= out["gpu_allocated"] <= 0.91 and 0.85 <= out["cpu_allocated"] <= 0.91
+    assert out["preemption_victims"] > 0
+    for key in ("no_preemption_ms", "preemption_ms", "snapshot_build_ms", "index_build_ms"):
+        assert out[key] > 0
+    assert (out["no_preemption_target_ms"], out["preemption_target_ms"]) == (1.3, 5.5)
+
+
+def test_bench_prints_one_json_object(capsys, monkeypatch) -> None:
+    load_plugins()
+    small = {"workloads": 100, "tenants": 10, "repeat": 1}
+    monkeypatch.setitem(BENCHES, "gms", lambda options: bench_gms({**options, **small}))
+    assert cli.main(["bench", "gms", "--json"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("\n") == 1  # one line: one JSON object
+    out = json.loads(text)
+    assert out["workloads"] == 100 and out["tenants"] == 10 and out["scan_ms"] > 0

@@ -1,0 +1,144 @@
+"""The cluster view's snapshots: rebuilt only where changed, equal to one built from scratch."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actors.common.cm.ledger import ClusterView
+from actors.policies.mast.placement.capacity import ClusterIndex, has_index
+from actors.policies.mast.placement.snapshot import ClusterSnapshot, MachineState, RunningJob
+from store.mast.fleet import Allocation, JobRow
+from store.mast.records import GPUS_PER_MACHINE, Machine
+from tests.unit.policies.test_policy_index import _state
+
+HOSTS = [f"r{i % 3}/m{i}" for i in range(10)]
+
+
+def machines() -> list[tuple[Machine, bool]]:
+    return [
+        (
+            Machine(
+                host=h,
+                region="x",
+                rack=h.split("/")[0],
+                fault_domain="fd",
+                gpu_type="A100" if i % 4 else None,
+                gpus=GPUS_PER_MACHINE if i % 4 else 0,
+                cluster="c",
+            ),
+            i != 7,
+        )
+        for i, h in enumerate(HOSTS)
+    ]
+
+
+def from_scratch(view: ClusterView) -> ClusterSnapshot:
+    """The snapshot as the first version of `ClusterView.snapshot` built it, every time."""
+    return ClusterSnapshot(
+        cluster_id=view.cluster,
+        machines=tuple(
+            MachineState(
+                host=host,
+                rack=m.rack,
+                gpu_type=m.gpu_type,
+                gpus_total=m.gpus,
+                gpus_free=max(0, m.gpus - view.gpus_used.get(host, 0)),
+                cpu_free=m.gpus == 0 and host not in view.cpu_busy,
+                healthy=view.healthy[host],
+            )
+            for host, m in sorted(view.machines.items())
+        ),
+        running=tuple(
+            RunningJob(
+                workload_id=w,
+                job=j,
+                priority=held.priority,
+                started_at_us=held.started_us,
+                gpus=tuple(sorted(held.gpus.items())),
+                cpu_hosts=tuple(sorted(held.cpu_hosts)),
+            )
+            for (w, j), held in sorted(view.jobs.items())
+        ),
+    )
+
+
+keys = st.tuples(st.sampled_from(("w1", "w2", "w3")), st.sampled_from(("a", "b")))
+ops = st.one_of(
+    st.tuples(
+        st.just("allocate"),
+        keys,
+        st.integers(0, 7),
+        st.lists(st.tuples(st.sampled_from(HOSTS), st.integers(1, 4)), max_size=3),
+        st.lists(st.sampled_from(HOSTS), max_size=3),
+    ),
+    st.tuples(st.just("release"), keys),
+    st.tuples(st.just("health"), st.lists(st.sampled_from(HOSTS), max_size=3), st.booleans()),
+    st.tuples(st.just("snapshot")),
+    st.tuples(st.just("snapshot")),
+    st.tuples(st.just("snapshot")),
+    st.tuples(st.just("index")),
+    st.tuples(st.just("reload")),
+)
+
+
+def reload(view: ClusterView) -> ClusterView:
+    """The view an RMS reads back from the store at a scan, taking over from `view`."""
+    allocations = [
+        Allocation(host, w, j, n, False, 0)
+        for (w, j), held in view.jobs.items()
+        for host, n in held.gpus.items()
+    ] + [
+        Allocation(host, w, j, 0, True, 0)
+        for (w, j), held in view.jobs.items()
+        for host in held.cpu_hosts
+    ]
+    rows = [
+        JobRow(
+            workload_id=w,
+            job=j,
+            cluster="c",
+            attempt=1,
+            state="RUNNING",
+            priority=held.priority,
+            checkpoint_us=0,
+            started_us=held.started_us,
+            cm_epoch=1,
+        )
+        for (w, j), held in view.jobs.items()
+    ]
+    health = [(m, view.healthy[h]) for h, m in view.machines.items()]
+    fresh = ClusterView.load("c", health, sorted(allocations, key=lambda a: a.host), rows)
+    fresh._adopt(view)
+    return fresh
+
+
+def check(view: ClusterView) -> None:
+    snap = view.snapshot()
+    assert snap == from_scratch(view)
+    if has_index(snap):  # derived from the last one: equal to a fresh build
+        assert _state(snap.index) == _state(ClusterIndex.build(snap))
+    assert snap.index is not None  # the next snapshot's index derives from this one
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(ops, max_size=30))
+def test_snapshot_equals_a_rebuild_after_any_changes(steps) -> None:
+    view = ClusterView("c", machines())
+    for step in steps:
+        if step[0] == "allocate":
+            _, key, priority, gpus, cpus = step
+            view.allocate(key, priority, 5, gpus, cpus)
+        elif step[0] == "release":
+            view.release(step[1])
+        elif step[0] == "health":
+            view.set_health(step[1], step[2])
+        elif step[0] == "index":
+            assert view.snapshot().index is not None
+        elif step[0] == "reload":
+            view = reload(view)
+        else:
+            check(view)
+    check(view)
+    snap = view.snapshot()
+    assert view.snapshot() is snap  # cached until the next change

@@ -1,0 +1,56 @@
+"""The preemption checker (invariant 6) on hand-written traces.
+
+A victim must save a checkpoint before its machines are released, unless it
+lost a machine: to a failure, or to RAS moving the machine to another
+cluster (MAST's scheduling never feeds back into RAS, so RAS may take a
+victim's machine between the RMS's plan and the CM's preemption).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.checks.protocol import PreemptionChecker
+from emulator.trace import TraceEvent
+
+FENCE: dict[str, Any] = {"role": "cm/r/c1", "holder": "cm/r/c1/0", "epoch": 1}
+VICTIM = ["v", "j"]
+
+
+def run(*events: tuple[str, str, Any, Any]) -> list[str]:
+    checker = PreemptionChecker()
+    out: list[str] = []
+    for seq, (kind, type_, payload, result) in enumerate(events):
+        body = payload if kind == "decision" else [payload, result]
+        out += checker.observe(TraceEvent(seq, seq, kind, "x", "", type_, body))
+    return out
+
+
+def story(*middle: tuple[str, str, Any, Any]) -> list[str]:
+    """v (priority 5) runs on m1; w (priority 0) preempts it; v is released."""
+    return run(
+        ("store", "fleet.start", [FENCE, 0, "v", "j", "r/c1", 5, [["m1", 8]], []], [1, 0]),
+        ("store", "fleet.state", [FENCE, 1, "v", "j", "RUNNING"], True),
+        ("decision", "rms.dispatch", {"workload": "w", "priority": 0, "victims": [VICTIM]}, None),
+        *middle,
+        ("store", "fleet.release", [FENCE, 9, "v", "j", "STOPPED"], True),
+    )
+
+
+def test_a_victim_released_without_a_checkpoint_is_caught() -> None:
+    (violation,) = story()
+    assert "v/j released its machines before saving a checkpoint" in violation
+
+
+def test_a_victim_that_saved_its_checkpoint_is_fine() -> None:
+    assert story(("store", "fleet.checkpoint", [5, "v", "j", 1, 3], True)) == []
+
+
+def test_a_victim_whose_machine_ras_moved_away_is_not_flagged() -> None:
+    moved = [FENCE, 5, [["m1", "r/c1", "r/non-ml"]], {"r/c1": 3}]
+    assert story(("store", "fleet.membership", moved, True)) == []
+    # A membership change that did not happen (fence lost) excuses nothing.
+    assert len(story(("store", "fleet.membership", moved, False))) == 1
+    # Nor does RAS adding a machine to the victim's cluster.
+    added = [FENCE, 5, [["m1", None, "r/c1"]], {"r/c1": 3}]
+    assert len(story(("store", "fleet.membership", added, True))) == 1

@@ -1,0 +1,177 @@
+"""World presets, their topology, machine records and the static cluster split."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import msgspec
+import pytest
+
+from actors.mast.world import (
+    PRESETS,
+    RegionHardware,
+    WorldModel,
+    machines,
+    preset,
+    region_specs,
+    static_clusters,
+)
+from emulator.net.topology import Topology
+from emulator.run.scenario import RegionSpec
+from store.mast.records import GPUS_PER_MACHINE
+
+
+@pytest.fixture(scope="module", params=sorted(PRESETS))
+def built(request: pytest.FixtureRequest):
+    """(world, topology, machines, clusters, clustered machines) of each preset, built once."""
+    world = preset(request.param)
+    topo = Topology(region_specs(world))
+    ms = machines(world)
+    clusters, clustered = static_clusters(world, ms)
+    return world, topo, ms, clusters, clustered
+
+
+def test_small_preset_sizes():
+    world = preset("small")
+    assert len(world.regions) == 3
+    assert world.gpus == 512  # "about 500"
+    assert 100 <= world.cpu_machines <= 400  # "some hundred"
+
+
+def test_meta_day_preset_sizes():
+    world = preset("meta-day")
+    assert len(world.regions) == 10
+    assert abs(world.gpus - 50_000) <= 500  # 49,920: whole racks of 16 in whole fault domains
+    assert world.cpu_machines == 20_000
+    assert set(world.gpus_by_type()) == {"A100", "H100", "V100"}
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_presets_are_uneven(name):
+    """MAST Fig. 2: regions differ in GPU count, dominant GPU type, and storage per machine."""
+    regions = preset(name).regions
+    gpus = [r.gpus for r in regions]
+    gpu_share = [r.gpu_machine_count / r.machine_count for r in regions]
+    # The richest region has at least 3x the GPUs of the poorest; one region is GPU-poor.
+    assert max(gpus) >= 3 * min(gpus)
+    assert min(gpu_share) < 0.1 < 0.3 < max(gpu_share)
+    dominant = {max(r.gpu_machines, key=r.gpu_machines.__getitem__) for r in regions}
+    assert len(dominant) >= 3
+    storage_per_machine = [r.storage_pb / r.machine_count for r in regions]
+    assert max(storage_per_machine) >= 2 * min(storage_per_machine)
+
+
+def test_unknown_preset_names_the_known_ones():
+    with pytest.raises(KeyError, match=r"known: meta-day, small"):
+        preset("huge")
+
+
+def test_region_specs_pass_scenario_validation():
+    for world in PRESETS.values():
+        for spec in region_specs(world):
+            # RegionSpec() does not check its bounds; a round trip through msgspec does.
+            msgspec.convert(msgspec.to_builtins(spec), RegionSpec)
+            assert spec.control_hosts >= 2
+
+
+def test_machine_records_map_to_distinct_topology_hosts(built):
+    world, topo, ms, _, _ = built
+    hosts = [m.host for m in ms]
+    assert len(set(hosts)) == len(hosts)
+    for m in ms:
+        place = topo.places[m.host]
+        assert topo.tier(m.host) == "machine"
+        assert (place.region, place.fault_domain, place.rack) == (m.region, m.fault_domain, m.rack)
+    # The presets are sized so that every rack position holds a machine.
+    assert sorted(hosts) == sorted(topo.machines)
+    for r in world.regions:
+        mine = [m for m in ms if m.region == r.name]
+        kinds = Counter(m.gpu_type for m in mine)
+        assert kinds == {**r.gpu_machines, None: r.cpu_machines}
+        assert all(m.gpus == (GPUS_PER_MACHINE if m.gpu_type else 0) for m in mine)
+
+
+def test_a_rack_holds_one_kind_and_kinds_are_striped_over_fault_domains(built):
+    world, _, ms, _, _ = built
+    kinds_of_rack: dict[str, set[str | None]] = {}
+    fds_of_kind: dict[tuple[str, str | None], set[str]] = {}
+    for m in ms:
+        kinds_of_rack.setdefault(m.rack, set()).add(m.gpu_type)
+        fds_of_kind.setdefault((m.region, m.gpu_type), set()).add(m.fault_domain)
+    assert all(len(kinds) == 1 for kinds in kinds_of_rack.values())
+    # A kind with at least one rack per fault domain reaches every fault domain.
+    for r in world.regions:
+        fds = r.datacenters * r.fault_domains
+        for kind, n in [*r.gpu_machines.items(), (None, r.cpu_machines)]:
+            if n >= fds * r.machines_per_rack:
+                assert len(fds_of_kind[(r.name, kind)]) == fds
+
+
+def test_static_clusters_partition_each_region_by_fault_domain(built):
+    world, _, ms, clusters, clustered = built
+    assert [m.host for m in clustered] == [m.host for m in ms]
+    ids = [c.id for c in clusters]
+    assert len(clusters) == len(world.regions) * world.clusters_per_region
+    for r in world.regions:
+        assert [c for c in ids if c.startswith(r.name + "/")] == [
+            f"{r.name}/c{i}" for i in range(world.clusters_per_region)
+        ]
+    members = Counter(m.cluster for m in clustered)
+    for c in clusters:
+        assert c.ml and members[c.id] == c.intended_machines > 0
+        mine = [m for m in clustered if m.cluster == c.id]
+        assert all(m.region == c.region for m in mine)
+        assert any(m.gpus for m in mine) and any(not m.gpus for m in mine)
+    # The presets have enough fault domains: each lies wholly in one cluster.
+    cluster_of_fd: dict[str, set[str | None]] = {}
+    for m in clustered:
+        cluster_of_fd.setdefault(m.fault_domain, set()).add(m.cluster)
+    assert all(len(c) == 1 for c in cluster_of_fd.values())
+
+
+def test_leftover_rack_positions_have_no_machine_record():
+    # 10 H100 + 5 CPU machines in racks of 4: H100 fills 3 racks (the last half empty),
+    # CPU 2 racks; 5 racks over 1 dc x 2 fault domains → 3 racks per fault domain.
+    world = WorldModel(
+        regions=(
+            RegionHardware(
+                name="x", gpu_machines={"H100": 10}, cpu_machines=5, machines_per_rack=4
+            ),
+        ),
+        clusters_per_region=1,
+    )
+    (spec,) = region_specs(world)
+    assert (spec.racks, spec.machines) == (3, 4)
+    topo = Topology([spec])
+    ms = machines(world)
+    assert len(ms) == 15 and len(topo.machines) == 24
+    assert {m.host for m in ms} <= set(topo.machines)
+    assert len({m.rack for m in ms}) == 5
+
+
+def test_too_few_fault_domains_split_racks_of_each_kind():
+    # One fault domain, three clusters: each kind's racks are cut in three blocks.
+    world = WorldModel(
+        regions=(
+            RegionHardware(
+                name="x",
+                gpu_machines={"A100": 6},
+                cpu_machines=12,
+                fault_domains=1,
+                machines_per_rack=2,
+            ),
+        ),
+        clusters_per_region=3,
+    )
+    clusters, clustered = static_clusters(world, machines(world))
+    assert [c.intended_machines for c in clusters] == [6, 6, 6]
+    for c in clusters:
+        kinds = Counter(m.gpu_type for m in clustered if m.cluster == c.id)
+        assert kinds == {"A100": 2, None: 4}
+
+
+def test_world_model_rejects_duplicate_regions_and_bad_values():
+    with pytest.raises(ValueError, match="duplicate"):
+        WorldModel(regions=(RegionHardware(name="a"), RegionHardware(name="a")))
+    with pytest.raises(msgspec.ValidationError, match="cpu_machines"):
+        msgspec.convert({"regions": [{"name": "a", "cpu_machines": -1}]}, WorldModel, strict=True)
