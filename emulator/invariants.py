@@ -126,7 +126,6 @@ class LeaseSafety:
     }
 
 
-
 class OnlineChecking:
     """Attach checkers to a live kernel's tracer; violations go to the kernel."""
 

@@ -291,6 +291,8 @@ class Kernel:
         slot.restarts += 1
         if slot.restarts > self.options.restarts_max:
             self._crash(slot, reason + " (restart limit reached)", None)
+            # Structured, so that `resume` knows without reading the reason's text.
+            self.tracer.record(self.now_us, "gave-up", "", slot.address, "", slot.restarts)
         else:
             self._crash(slot, reason, self.options.restart_delay_us)
 

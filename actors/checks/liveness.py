@@ -262,4 +262,3 @@ class WorkloadLiveness:
             return None  # nothing in this run moves data: it can never run
         state = "waiting for data" if w.state == "WAITING_DATA" else "data elsewhere"
         return f"{state}, fits {fits[0]}, no copy of its tables in flight"
-

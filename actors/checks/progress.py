@@ -253,4 +253,3 @@ class ProgressChecker:
         "fleet.start": _start,
         "fleet.checkpoint": _checkpoint,
     }
-

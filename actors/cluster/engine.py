@@ -11,7 +11,7 @@ keeps its lease unless preempted; `wake_at_us` is ignored).
 What a decision does, in order: validate it whole (a preempt of a job not
 running, an offer of a job not waiting, an offer over the GPUs free after the
 preemptions, or a placement looser than its stated tier raises
-`PolicyDecisionError` naming policy and job); preempt; ask `policy.accepts`
+`PolicyContractError` naming policy and job); preempt; ask `policy.accepts`
 for each offer in order and start the accepted ones.
 
 Performance: a running job does `1 / (duration × slowdown / throughput)` of
@@ -52,27 +52,21 @@ from actors.policies.cluster.api import (
     Slot,
     TraceJob,
 )
-from actors.policies.cluster.decision import PolicyDecisionError, check_decision
+from actors.policies.cluster.decision import check_decision
 from actors.policies.cluster.placement import tier_of
-from emulator.errors import EmulatorInternalError
+from emulator.errors import ComponentBug, PolicyContractError
+from emulator.units import S
 
 __all__ = [
     "JobResult",
-    "LivelockError",
-    "PolicyDecisionError",
     "Semantics",
     "SimResult",
     "cluster_of",
     "simulate",
 ]
 
-S = 1_000_000
 SAME_INSTANT_DECISIONS_MAX = 1_000  # wake-ups at one instant before we call it a livelock
 IDLE_DECISIONS_MAX = 10_000  # decisions leaving an idle cluster idle before we stop
-
-
-class LivelockError(RuntimeError):
-    """The policy keeps asking to be woken at the same instant without anything changing."""
 
 
 class Semantics(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -239,7 +233,7 @@ class _Engine:
         ready = now
         while n > 0:
             if not pending:
-                raise EmulatorInternalError(f"{host}: allocation beyond its free GPUs")
+                raise ComponentBug(f"{host}: allocation beyond its free GPUs")
             release, k = pending.pop(0)
             used = min(k, n)
             n -= used
@@ -256,7 +250,7 @@ class _Engine:
             else:
                 self.free[host] += n
             if self._slot(host).gpus_free > self.slots[host].gpus_total:
-                raise EmulatorInternalError(f"{host}: more GPUs free than it has")
+                raise ComponentBug(f"{host}: more GPUs free than it has")
 
     # --- job life ------------------------------------------------------------
     def _view(self, j: _Job, now: int) -> JobView:
@@ -453,7 +447,7 @@ def simulate(
                 continue
         same_instant = same_instant + 1 if now == last_decision and eng.decisions else 0
         if same_instant > SAME_INSTANT_DECISIONS_MAX:
-            raise LivelockError(
+            raise PolicyContractError(
                 f"policy {policy.name!r} asked to decide {same_instant} times at t={now} µs "
                 "without time moving: it keeps waking itself at the same instant"
             )

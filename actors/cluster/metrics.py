@@ -44,10 +44,9 @@ from typing import Any
 import msgspec
 
 from actors.cluster.engine import JobResult, SimResult
+from emulator.units import S
 
 __all__ = ["contention_factors", "percentile", "rho", "summarize"]
-
-S = 1_000_000
 
 
 def percentile(values: Sequence[float], p: float) -> float:

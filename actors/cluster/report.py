@@ -29,11 +29,10 @@ from actors.cluster.engine import Semantics, SimResult
 from actors.cluster.jobs import NAMESPACE, JobAccount, result_of
 from actors.cluster.metrics import summarize
 from actors.policies.cluster.api import TraceJob
+from emulator.units import S
 from store import Store, kv
 from store.runs import get_run_meta, list_violations
 from store.trace import iter_trace, last_event_us
-
-S = 1_000_000
 
 
 async def _setup_fact(store: Store, name: str) -> Any:

@@ -51,8 +51,8 @@ from actors.policies.cluster.decision import check_decision
 from actors.policies.cluster.placement import tier_of
 from actors.policies.cluster.registry import cluster_policy
 from emulator.actor import on
-from emulator.errors import EmulatorInternalError
-from emulator.run.scenario import Duration
+from emulator.errors import PolicyContractError
+from emulator.units import Duration
 from store import kv
 from store.mast import fleet, queue
 from store.mast.records import JobSpec
@@ -352,7 +352,7 @@ class ClusterScheduler(LeaseHolder):
         self.same_instant = self.same_instant + 1 if now == self.last_decision_us else 0
         self.last_decision_us = now
         if self.same_instant > SAME_INSTANT_DECISIONS_MAX:
-            raise EmulatorInternalError(
+            raise PolicyContractError(
                 f"policy {p.policy!r} asked to decide {self.same_instant} times at t={now} µs"
             )
         view = await self._view()

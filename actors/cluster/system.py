@@ -32,7 +32,7 @@ from msgspec import Meta
 from actors.cluster.engine import Semantics
 from actors.cluster.job_agent import JobAgentParams, OfferAgent
 from actors.cluster.scheduler import ClusterScheduler, SchedulerParams, agent_address, job_spec
-from actors.cluster.traces import TraceFormatError, TraceReport, load_trace
+from actors.cluster.traces import TraceReport, load_trace
 from actors.cluster.workloads import (
     DallyParams,
     GavelParams,
@@ -47,11 +47,13 @@ from actors.common.leadership import LeaseTiming
 from actors.policies.cluster.api import TraceJob
 from actors.policies.cluster.registry import cluster_policy
 from actors.policies.mast.registry import every_policy
-from actors.policies.registry import PolicyParamsError, convert_params
+from actors.policies.registry import convert_params
 from emulator.actor import Actor
+from emulator.errors import InputError
 from emulator.registry import SystemBuild, actor_entry
 from emulator.rng import RngStreams
-from emulator.run.scenario import Duration, FieldError, RegionSpec
+from emulator.run.scenario import RegionSpec
+from emulator.units import Duration
 from store.mast import fleet, queue
 from store.mast.records import DynamicCluster, Machine, Tenant, WorkloadSpec
 
@@ -105,12 +107,13 @@ class ClusterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 
 def policy_params(params: ClusterParams) -> Any:
-    """The policy's validated parameters; FieldError names the key path below `system`."""
+    """The policy's validated parameters; InputError names the key path below `system`."""
     try:
         policy = cluster_policy(params.policy)
     except KeyError:
         families = every_policy()
-        raise FieldError(
+        raise InputError(
+            "",
             "policy",
             f"unknown cluster policy {params.policy!r}; cluster policies: "
             f'{", ".join(families["cluster"])} (MAST policies, for [system] kind = "mast": '
@@ -119,8 +122,8 @@ def policy_params(params: ClusterParams) -> Any:
     where = f"policy_params.{params.policy}"
     try:
         return convert_params(policy.Params, params.policy_params.get(params.policy, {}))
-    except PolicyParamsError as error:
-        raise FieldError(".".join(p for p in (where, error.key) if p), error.message) from None
+    except InputError as error:
+        raise error.within(prefix=where) from None
 
 
 def trace_jobs(params: ClusterParams, seed: int, base_dir: Path) -> tuple[TraceJob, ...]:
@@ -142,8 +145,8 @@ def load_jobs(
                 gpu_types=(params.gpu_type,),
                 strict=not w.trace.skip_bad_rows,
             )
-        except TraceFormatError as error:
-            raise ValueError(f"workload.trace: {error}") from None
+        except InputError as error:
+            raise InputError("", "workload.trace", str(error)) from None
     rng: random.Random = RngStreams(seed).stream("workload")
     if w.generator == "philly":
         return philly_jobs(w.philly, rng), None

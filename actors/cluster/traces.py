@@ -20,7 +20,7 @@ Formats (`fmt`):
   in `job_type` (TraceJob has no field for it; perf_model's
   `base_batch_size` gives Table 2's initial batch size by model).
 
-What is fatal and what is not. A `TraceFormatError` (a ValueError whose
+What is fatal and what is not. A `trace_error` (an InputError whose
 message reads "FILE:LINE: column COL: why") is raised when the file as a
 whole cannot be trusted: it is unreadable, not UTF-8, or has no data rows;
 the CSV header lacks a required column; `strict=True` and any row is bad; or
@@ -50,23 +50,24 @@ import msgspec
 
 from actors.cluster.workloads import DALLY_MODELS, GAVEL_MODELS, MODES, TIRESIAS_MODELS
 from actors.policies.cluster.api import TraceJob
+from emulator.errors import InputError
+from emulator.units import US_PER_S
 
 __all__ = [
     "FitProblem",
     "NameCount",
     "RowProblem",
     "TraceFormat",
-    "TraceFormatError",
     "TraceReport",
     "check_fit",
     "describe",
     "load_trace",
     "model_key",
     "parse_trace",
+    "trace_error",
 ]
 
 TraceFormat = Literal["tiresias", "shockwave"]
-US_PER_S = 1_000_000
 # Put a limit on everything: larger values are typos or another format, and
 # µs times must stay within 64-bit integers when records are encoded.
 SECONDS_MAX = 1e9  # ~32 years
@@ -146,12 +147,9 @@ class TraceReport(_Frozen, kw_only=True):
     max_gpus_per_job: int | None = None
 
 
-class TraceFormatError(ValueError):
-    """The trace cannot be trusted as a whole; the message names file, line and column."""
-
-    def __init__(self, path: str, line: int, column: str, reason: str) -> None:
-        super().__init__(f"{path}:{line}: column {column}: {reason}")
-        self.path, self.line, self.column, self.reason = path, line, column, reason
+def trace_error(path: str, line: int, column: str, reason: str) -> InputError:
+    """The trace cannot be trusted as a whole: an InputError naming file, line and column."""
+    return InputError(f"{path}:{line}", f"column {column}", reason)
 
 
 # ---- model names ---------------------------------------------------------------------
@@ -301,7 +299,7 @@ def _tiresias_rows(path: str, text: str) -> Iterator[_Parsed]:
             header = [f.strip().lstrip("\ufeff") for f in fields]
             for col in TIRESIAS_COLUMNS:
                 if col not in header:
-                    raise TraceFormatError(path, line, col, f"missing from the header {header}")
+                    raise trace_error(path, line, col, f"missing from the header {header}")
             continue
         row = _Row(line, dict(zip(header, fields, strict=False)))
         if len(fields) > len(header):
@@ -329,7 +327,7 @@ def _tiresias_rows(path: str, text: str) -> Iterator[_Parsed]:
             )
         yield _Parsed(line, job, tuple(row.problems), gpu_type)
     if header is None:
-        raise TraceFormatError(path, 1, "(header)", "empty file: no header row")
+        raise trace_error(path, 1, "(header)", "empty file: no header row")
 
 
 def _shockwave_rows(path: str, text: str) -> Iterator[_Parsed]:
@@ -403,7 +401,9 @@ def parse_trace(
     model lists; `gpu_types` None skips the GPU-type check.
     """
     if fmt not in _READERS:
-        raise ValueError(f"unknown trace format {fmt!r}; known: {', '.join(sorted(_READERS))}")
+        raise InputError(
+            "", "format", f"unknown trace format {fmt!r}; known: {', '.join(sorted(_READERS))}"
+        )
     if max_bad_rows < 0:
         raise ValueError(f"max_bad_rows must be >= 0, got {max_bad_rows}")
     known = _default_known_models() if known_models is None else frozenset(known_models)
@@ -430,13 +430,13 @@ def parse_trace(
         if problems:
             first = problems[0]
             if strict:
-                raise TraceFormatError(
+                raise trace_error(
                     path, first.line, first.column, f"{first.reason} (value {first.value!r})"
                 )
             bad_rows += 1
             skipped += problems
             if bad_rows > max_bad_rows:
-                raise TraceFormatError(
+                raise trace_error(
                     path,
                     first.line,
                     first.column,
@@ -455,7 +455,7 @@ def parse_trace(
             out_of_order += 1
         last_submit = job.submit_us
     if rows == 0:
-        raise TraceFormatError(path, 1, "(all)", "no data rows")
+        raise trace_error(path, 1, "(all)", "no data rows")
     never_fit: tuple[FitProblem, ...] = ()
     if total_gpus is not None:
         never_fit = tuple(
@@ -495,12 +495,12 @@ def load_trace(
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise TraceFormatError(name, 0, "(file)", f"cannot read: {exc.strerror or exc}") from None
+        raise trace_error(name, 0, "(file)", f"cannot read: {exc.strerror or exc}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise TraceFormatError(name, line, "(encoding)", "not UTF-8") from None
+        raise trace_error(name, line, "(encoding)", "not UTF-8") from None
     return parse_trace(
         text,
         fmt,

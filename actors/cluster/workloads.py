@@ -50,6 +50,7 @@ from typing import Literal
 import msgspec
 
 from actors.policies.cluster.api import BatchMode, TraceJob
+from emulator.units import US_PER_S
 
 __all__ = [
     "DALLY_MODELS",
@@ -69,7 +70,6 @@ __all__ = [
     "philly_jobs",
 ]
 
-US_PER_S = 1_000_000
 HOUR_S = 3600.0
 # Put a limit on everything: no generator makes more jobs than this.
 JOBS_MAX = 1_000_000

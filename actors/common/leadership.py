@@ -30,8 +30,8 @@ import msgspec
 
 from emulator.actor import Actor, on
 from emulator.commands import Envelope
-from emulator.run.scenario import Duration
 from emulator.sysmsg import Reliable
+from emulator.units import Duration
 from store import leases
 from store.mast.queue import Fence
 

@@ -14,7 +14,7 @@ import msgspec
 
 from emulator.actor import Actor, on
 from emulator.errors import CallTimeout
-from emulator.run.scenario import Duration
+from emulator.units import Duration
 from store import kv, leases
 
 

@@ -54,7 +54,8 @@ from actors.policies.mast.federated import main_hardware
 from actors.policies.mast.quota import TenantQuota
 from actors.policies.mast.registry import resolve
 from emulator.actor import on
-from emulator.run.scenario import Duration
+from emulator.errors import PolicyContractError
+from emulator.units import Duration
 from store import leases
 from store.mast import fleet, queue
 from store.mast.queue import QUEUED, QueueEntry
@@ -257,7 +258,7 @@ class GlobalScheduler(LeaseHolder):
         if sorted(ordered) != sorted(ranked):
             # A policy bug, not bad input: dropping or inventing a workload
             # here would lose it or auction a stranger.
-            raise ValueError(
+            raise PolicyContractError(
                 f"MAST policy {self.policy.name!r}: order() must return a permutation of the "
                 f"ranked workloads ({len(ranked)} given, {len(ordered)} returned)"
             )

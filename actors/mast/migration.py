@@ -35,12 +35,10 @@ from actors.policies.mast.migration import (
 )
 from actors.policies.mast.on_demand import plan_on_demand
 from emulator.actor import on
-from emulator.run.scenario import Duration
 from emulator.sysmsg import FlowDone
+from emulator.units import US_PER_S, Duration
 from store.mast import catalog, copies, fleet
 from store.mast.copies import DAY_US, Copy
-
-US_PER_S = 1_000_000
 
 
 class MigrationSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -53,8 +53,8 @@ from actors.common.membership import MembershipChanged
 from actors.mast.world import WorldModel
 from actors.policies.mast.ras import ClusterSpec, RasMachine, RasParams, assign_machines, kind_of
 from emulator.actor import Actor, on
-from emulator.run.scenario import Duration
 from emulator.sysmsg import HostDown, HostUp
+from emulator.units import Duration
 from store.mast import fleet
 from store.mast.records import DynamicCluster, Machine
 

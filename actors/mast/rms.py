@@ -54,7 +54,7 @@ from actors.policies.mast import negative_cache as ncache
 from actors.policies.mast.placement.snapshot import JobRequest, Unschedulable, WorkloadPlan
 from actors.policies.mast.registry import resolve
 from emulator.actor import on
-from emulator.run.scenario import Duration
+from emulator.units import Duration
 from store.mast import catalog, fleet, queue
 from store.mast.records import JobSpec
 

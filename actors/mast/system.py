@@ -40,9 +40,11 @@ from actors.policies.mast.api import MastPolicy
 from actors.policies.mast.credit import CreditParams
 from actors.policies.mast.static_placement import colocate
 from emulator.actor import Actor
+from emulator.errors import InputError
 from emulator.registry import SystemBuild, actor_entry
 from emulator.rng import RngStreams
-from emulator.run.scenario import Duration, FieldError, RegionSpec
+from emulator.run.scenario import RegionSpec
+from emulator.units import Duration
 from store.mast import catalog, fleet, queue
 from store.mast.records import DataTable, Tenant, WorkloadSpec
 
@@ -134,30 +136,29 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
     def __post_init__(self) -> None:
         if self.tenants < 1:
-            raise ValueError("tenants must be at least 1")
+            raise InputError("", "tenants", "must be at least 1")
         if not 0 < self.load <= 1000:
-            raise ValueError("load must be in (0, 1000]")
+            raise InputError("", "load", "must be in (0, 1000]")
         try:
             preset(self.world)
         except KeyError as error:
-            raise ValueError(str(error).strip("'\"")) from None
+            raise InputError("", "world", str(error).strip("'\"")) from None
         if self.ras.enabled:
             check_settings(self.ras, self.world_model or preset(self.world))
         if self.auction.pipeline > 1 and self.auction.hold_ttl <= self.auction_deadline:
             # A hold that lapses before its award arrives fails every dispatch.
-            raise FieldError("auction.hold_ttl", "must be longer than auction_deadline")
+            raise InputError("", "auction.hold_ttl", "must be longer than auction_deadline")
         try:
             mast_registry.mast_policy(self.policy)
         except KeyError as error:
-            raise FieldError("policy", error.args[0]) from None
+            raise InputError("", "policy", error.args[0]) from None
         for name, raw in sorted(self.policy_params.items()):
             try:
                 mast_registry.resolve(name, raw)
             except KeyError as error:
-                raise FieldError(f"policy_params.{name}", error.args[0]) from None
-            except mast_registry.PolicyParamsError as error:
-                where = ".".join(p for p in ("policy_params", name, error.key) if p)
-                raise FieldError(where, error.message) from None
+                raise InputError("", f"policy_params.{name}", error.args[0]) from None
+            except InputError as error:
+                raise error.within(prefix=f"policy_params.{name}") from None
 
     def scheduling_policy(self) -> tuple[MastPolicy, Any]:
         """The MAST-level policy in force, with its validated parameters."""

@@ -39,13 +39,11 @@ from actors.policies.mast.tetris.metrics import placement_metrics
 from actors.policies.mast.tetris.plan import plan_tetris
 from actors.policies.mast.tetris.replicas import plan_replicas
 from emulator.actor import on
-from emulator.run.scenario import Duration
+from emulator.units import US_PER_S, Duration
 from store.db import Store
 from store.events import store_event
 from store.mast import catalog
 from store.mast.records import GPUS_PER_MACHINE
-
-US_PER_S = 1_000_000
 
 
 class TetrisSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

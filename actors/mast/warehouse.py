@@ -74,10 +74,10 @@ from msgspec import Meta
 from actors.mast import distributions as dist
 from actors.mast.world import WorldModel
 from actors.policies.mast.tetris.replicas import dr_preference
+from emulator.units import US_PER_S
 from store.mast.records import DataTable, WorkloadSpec
 
 DAY_S = 86_400.0
-US_PER_S = 1_000_000
 DAY_US = round(DAY_S * US_PER_S)
 
 Count = Annotated[int, Meta(ge=1, le=1_000_000)]

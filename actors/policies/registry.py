@@ -16,6 +16,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
+from emulator.errors import InputError
+
 
 class Named(Protocol):
     name: str
@@ -63,19 +65,10 @@ class NamedRegistry(Generic[P]):
         return self._policies.get(name)
 
 
-class PolicyParamsError(ValueError):
-    """A policy's parameters do not validate; `key` is the path below them."""
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}" if key else message)
-        self.key = key
-        self.message = message
-
-
 def convert_params(params_type: type[Any], raw: Mapping[str, Any] | msgspec.Struct) -> Any:
     """`raw` validated as `params_type`; a Struct of that type passes as it is.
 
-    Raises PolicyParamsError whose `key` is the path of the bad value below
+    Raises InputError whose `path` is the path of the bad value below
     the parameters (empty for the whole table); an unknown key is named in
     the path, as scenario errors do.
     """
@@ -91,4 +84,4 @@ def convert_params(params_type: type[Any], raw: Mapping[str, Any] | msgspec.Stru
         unknown = _UNKNOWN_KEY.fullmatch(message)
         if unknown is not None:
             key, message = ".".join(p for p in (key, unknown[1]) if p), "unknown key"
-        raise PolicyParamsError(key, message) from None
+        raise InputError("", key, message) from None

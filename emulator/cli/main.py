@@ -16,22 +16,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from emulator.errors import ScenarioError
-from emulator.units import DurationError, format_us, parse_duration_us
+from emulator.errors import InputError
+from emulator.units import format_us, parse_duration_us
 from store import StoreError
 from store.migrations import APPLICATION_ID
 
 EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-class BadInput(Exception):
-    """A usage error with a message for the user."""
-
-
 def _duration(text: str) -> int:
     try:
         value = parse_duration_us(text)
-    except DurationError as error:
+    except InputError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     except OverflowError:  # '999…9h' overflows float → int
         raise argparse.ArgumentTypeError(f"too large: {text!r}") from None
@@ -212,10 +208,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     try:
         return commands[args.command](args)
-    except ScenarioError as error:
+    except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (BadInput, StoreError) as error:
+    except StoreError as error:
         # StoreError: a run database that cannot be opened or written (bad --out).
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -263,7 +259,9 @@ def cmd_schema(args: argparse.Namespace) -> int:
         try:
             args.out.write_text(text + "\n", encoding="utf-8")
         except OSError as error:
-            raise BadInput(f"{args.out}: cannot write: {error.strerror or error}") from None
+            raise InputError(
+                str(args.out), "", f"cannot write: {error.strerror or error}"
+            ) from None
     else:
         print(text)
     return EXIT_OK
@@ -279,7 +277,7 @@ def resolve_scenario(ref: str) -> tuple[Any, str, str]:
     if not path.is_file():
         builtin = builtin_scenarios().get(ref)
         if builtin is None:
-            raise ScenarioError(ref, "", "no such file or built-in scenario (see `mastemu list`)")
+            raise InputError(ref, "", "no such file or built-in scenario (see `mastemu list`)")
         path = builtin
     scenario, text = load_scenario_file(path)
     return scenario, text, str(path)
@@ -319,7 +317,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _check_replaceable(out: Path) -> None:
     """A run deletes the file at `out` first: refuse unless it is an old run database."""
     if out.is_dir():
-        raise BadInput(f"{out}: is a directory, not a run database")
+        raise InputError(str(out), "", "is a directory, not a run database")
     if not out.is_file() or out.stat().st_size == 0:
         return
     app_id = None
@@ -329,7 +327,7 @@ def _check_replaceable(out: Path) -> None:
         with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
             app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     if app_id != APPLICATION_ID:
-        raise BadInput(f"{out}: exists and is not a mastemu run database; not replacing it")
+        raise InputError(str(out), "", "exists and is not a mastemu run database; not replacing it")
 
 
 class _progress:
@@ -406,7 +404,7 @@ def _print_summary(result: Any, ref: str) -> None:
 # ---- replay / export / check -------------------------------------------------
 def _open_run(path: Path) -> None:
     if not path.is_file():
-        raise BadInput(f"{path}: no such run database")
+        raise InputError(str(path), "", "no such run database")
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -414,7 +412,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     _open_run(args.db)
     if args.t_from is not None and args.t_to is not None and args.t_from > args.t_to:
-        raise BadInput("--from must not be later than --to")
+        raise InputError("", "", "--from must not be later than --to")
     return asyncio.run(
         replay(args.db, step=args.step, t_from=args.t_from, t_to=args.t_to, grep=args.grep)
     )
@@ -450,7 +448,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         )
     else:
         known = ", ".join(["kernel", *sorted(BENCHES)])
-        raise BadInput(f"unknown benchmark {args.target!r} (known: {known})")
+        raise InputError("", "", f"unknown benchmark {args.target!r} (known: {known})")
     indent = None if args.json else 2
     print(json.dumps(result, sort_keys=True, indent=indent))
     # A benchmark that checks invariants (chaos-sweep) fails like `sweep` does.
@@ -488,7 +486,9 @@ def _reporter_for(db: Path) -> Any:
     kind = raw.get("system", {}).get("kind") if isinstance(raw, dict) else None
     reporter = REPORTERS.get(kind) if isinstance(kind, str) else None
     if reporter is None:
-        raise BadInput(f"{db}: no report for this run (its scenario emulates no system with one)")
+        raise InputError(
+            str(db), "", "no report for this run (its scenario emulates no system with one)"
+        )
     return reporter
 
 
@@ -513,10 +513,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     _, text, source = resolve_scenario(args.scenario)
     raw = parse_raw(text, source)
     if not isinstance(raw, dict) or not isinstance(raw.get("system"), dict):
-        raise BadInput(f"{source}: compare needs a scenario with a [system]")
+        raise InputError(str(source), "", "compare needs a scenario with a [system]")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     if not policies:
-        raise BadInput("--policies: name at least one policy")
+        raise InputError("--policies", "", "name at least one policy")
     dbs = []
     for policy in policies:
         variant = {**raw, "system": {**raw["system"], "policy": policy}}

@@ -51,6 +51,22 @@ if TYPE_CHECKING:
 LEADER_OF = "leader of "
 
 
+FAULT_CRASH_PREFIX = "fault #"
+
+
+def fault_crash_reason(index: int) -> str:
+    """The reason the kernel records for a crash that scheduled fault `index` caused."""
+    return f"{FAULT_CRASH_PREFIX}{index}"
+
+
+def fault_index(reason: str) -> int | None:
+    """The fault index of a crash `fault_crash_reason` named; None for any other crash."""
+    if not reason.startswith(FAULT_CRASH_PREFIX):
+        return None
+    number = reason.removeprefix(FAULT_CRASH_PREFIX)
+    return int(number) if number.isdigit() else None
+
+
 class FaultInjector:
     """Turns fault specs into kernel events and keeps the list of fault windows."""
 
@@ -113,7 +129,7 @@ class FaultInjector:
             for actor in actors:
                 detail = {"target": fault.target, "actor": actor, "index": index}
                 self._trace("start", "crash", detail)
-                if k.crash(actor, f"fault #{index}", fault.restart_after):
+                if k.crash(actor, fault_crash_reason(index), fault.restart_after):
                     self._crashed.add(actor)
                 end = now + fault.restart_after if fault.restart_after is not None else None
                 self.windows.append((now, end, f"crash {actor}"))

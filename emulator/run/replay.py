@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 import msgspec
 
-from emulator.errors import ScenarioError
+from emulator.errors import InputError
 from emulator.invariants import check_events, make_checkers
 from emulator.liveness import judge_liveness, liveness_lines
 from emulator.run.scenario import decode_scenario
@@ -37,14 +37,14 @@ def _jsonable(obj: Any) -> Any:
 
 
 async def _open_run(db: Path) -> Store:
-    """Open a run database that holds a run (its metadata row), or raise ScenarioError."""
+    """Open a run database that holds a run (its metadata row), or raise InputError."""
     try:
         store = await Store.open(db)
     except StoreError as error:
-        raise ScenarioError(str(db), "", str(error)) from None
+        raise InputError(str(db), "", str(error)) from None
     try:
         if await get_run_meta(store) is None:
-            raise ScenarioError(str(db), "", "no run metadata: not a finished or started run")
+            raise InputError(str(db), "", "no run metadata: not a finished or started run")
     except BaseException:
         await store.close()
         raise
@@ -120,7 +120,7 @@ async def export(db: Path, *, fmt: str, out: Path | None = None) -> int:
     try:
         handle = out.open("w", encoding="utf-8") if out else sys.stdout
     except OSError as error:
-        raise ScenarioError(str(out), "", f"cannot write: {error.strerror or error}") from None
+        raise InputError(str(out), "", f"cannot write: {error.strerror or error}") from None
     try:
         if fmt == "jsonl":
             async for event in _events(db):
@@ -267,7 +267,7 @@ _LINK_RULES = ("loss", "duplicate", "delay")
 
 
 async def run_meta(db: Path) -> Any:
-    """The run's metadata (scenario text, seed, status…); ScenarioError if not a run."""
+    """The run's metadata (scenario text, seed, status…); InputError if not a run."""
     store = await _open_run(db)
     try:
         return await get_run_meta(store)

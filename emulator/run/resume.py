@@ -64,13 +64,13 @@ from typing import Any
 
 import msgspec
 
-from emulator.errors import EmulatorInternalError, ScenarioError
+from emulator.errors import EmulatorInternalError, InputError
 from emulator.invariants import Checker, OnlineChecking, make_checkers
 from emulator.kernel import Kernel
 from emulator.net.network import build_network
 from emulator.pacing import Pacer
 from emulator.rng import RngStreams
-from emulator.run.faults import FaultInjector
+from emulator.run.faults import FaultInjector, fault_index
 from emulator.run.runner import (
     FaultSchedule,
     Plan,
@@ -103,8 +103,6 @@ FINISHED = ("ok", "violated")
 # The faults whose windows belong to actors (`FaultInjector._fire`), and the
 # reason the kernel records for a crash one of them caused.
 ACTOR_WINDOWS = ("crash", "pause", "slow-store")
-FAULT_CRASH = "fault #"
-LIMIT_REACHED = "(restart limit reached)"
 _DECODER = msgspec.msgpack.Decoder()
 
 
@@ -140,6 +138,8 @@ class Prefix:
     violations: list[tuple[int, int, str, str]] = field(default_factory=list)
     # The last crash of each actor that was down at the last event: (time, reason).
     crashed: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # The actors the kernel gave up restarting (`gave-up`: the restart limit).
+    gave_up: set[str] = field(default_factory=set)
     # Until when each frozen actor was paused (the kernel's `pause` events).
     paused_until_us: dict[str, int] = field(default_factory=dict)
     # Every actor-fault window begun: (time, action, the `start` event's payload).
@@ -157,6 +157,9 @@ class Prefix:
             self.up.add(address)
             self.exited.discard(address)
             self.crashed.pop(address, None)
+            self.gave_up.discard(address)
+        elif kind == "gave-up":
+            self.gave_up.add(address)
         elif kind == "crash":
             # A traced crash ends an incarnation (`Kernel._crash` counts it up)
             # and any pause of it.
@@ -164,7 +167,7 @@ class Prefix:
             self.up.discard(address)
             self.crashed[address] = (event.t_us, str(event.payload))
             self.paused_until_us.pop(address, None)
-            if str(event.payload).startswith(FAULT_CRASH):
+            if fault_index(str(event.payload)) is not None:
                 self.fault_crashed.add(address)
         elif kind == "exit":
             self.up.discard(address)
@@ -229,17 +232,17 @@ async def _read_prefix(store: Store, tracer: ContinuedTracer, checkers: list[Che
 
 
 async def _open_run(db: Path) -> tuple[Store, RunMeta]:
-    """Open a run database for resuming; ScenarioError (exit 2) if it is not one."""
+    """Open a run database for resuming; InputError (exit 2) if it is not one."""
     if db.is_dir():
-        raise ScenarioError(str(db), "", "is a directory, not a run database")
+        raise InputError(str(db), "", "is a directory, not a run database")
     if not db.is_file():
-        raise ScenarioError(str(db), "", "no such run database")
+        raise InputError(str(db), "", "no such run database")
     if db.stat().st_size == 0:
-        raise ScenarioError(str(db), "", "empty file: not a mastemu run database")
+        raise InputError(str(db), "", "empty file: not a mastemu run database")
     try:
         store = await Store.open(db)
     except StoreError as error:
-        raise ScenarioError(str(db), "", str(error).removeprefix(f"{db}: ")) from None
+        raise InputError(str(db), "", str(error).removeprefix(f"{db}: ")) from None
     try:
         meta = await get_run_meta(store)
     except BaseException:
@@ -247,7 +250,7 @@ async def _open_run(db: Path) -> tuple[Store, RunMeta]:
         raise
     if meta is None:
         await store.close()
-        raise ScenarioError(str(db), "", "no run metadata: not a run database")
+        raise InputError(str(db), "", "no run metadata: not a run database")
     return store, meta
 
 
@@ -360,10 +363,11 @@ def held_back(prefix: Prefix, windows: list[ActorWindow], resume_us: int) -> dic
     for actor, (t_us, reason) in prefix.crashed.items():
         if actor in prefix.up or actor in prefix.exited:
             continue
-        if reason.endswith(LIMIT_REACHED):
+        index = fault_index(reason)
+        if actor in prefix.gave_up:
             held[actor] = None
-        elif reason.startswith(FAULT_CRASH):
-            crash = (actor, t_us, int(reason.removeprefix(FAULT_CRASH)))
+        elif index is not None:
+            crash = (actor, t_us, index)
             ends = [w.end_us for w in windows if (w.actor, w.start_us, w.index) == crash]
             if not ends:
                 raise EmulatorInternalError(f"{actor}'s crash at {t_us} µs has no fault window")
@@ -431,7 +435,7 @@ class Restarted:
 
 
 async def read_meta(db: Path) -> RunMeta:
-    """The run metadata of `db`; ScenarioError (exit 2) if it is not a run database."""
+    """The run metadata of `db`; InputError (exit 2) if it is not a run database."""
     store, meta = await _open_run(db)
     await store.close()
     return meta
@@ -461,7 +465,7 @@ async def resume(
         if prefix.last_seq > 0:
             if end_us < prefix.last_t_us:
                 at = format_us(prefix.last_t_us)
-                raise ScenarioError(str(db), "", f"--until is before the resume point ({at})")
+                raise InputError(str(db), "", f"--until is before the resume point ({at})")
             writer.first_seq = prefix.last_seq + 1
             wall0 = time.perf_counter()
             world = await _restart(store, plan, meta, tracer, checkers, prefix)

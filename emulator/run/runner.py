@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 
 from emulator.actor import Actor
-from emulator.errors import ScenarioError
+from emulator.errors import InputError
 from emulator.invariants import OnlineChecking, make_checkers
 from emulator.kernel import Kernel, KernelOptions
 from emulator.net.network import Network, build_network
@@ -40,14 +40,13 @@ from emulator.rng import RngStreams
 from emulator.run.faults import FaultInjector, nemesis_schedule
 from emulator.run.scenario import (
     Fault,
-    FieldError,
     Scenario,
     WorldSpec,
     check_references,
     decode_params,
 )
 from emulator.trace import Tracer
-from emulator.units import DurationError, parse_duration_us
+from emulator.units import parse_duration_us
 from store import Store
 from store.runs import RunMeta, finish_run, put_run_meta, record_violation
 from store.trace import MetricWriter, TraceWriter
@@ -97,7 +96,7 @@ class Plan:
 def plan_run(scenario: Scenario, text: str, source: str) -> Plan:
     """Resolve the system, actor kinds, parameters and invariant names.
 
-    Raises ScenarioError naming the key path if anything is wrong.
+    Raises InputError naming the key path if anything is wrong.
     """
     load_plugins()
     system, system_params, scenario = _plan_system(scenario, source)
@@ -107,14 +106,12 @@ def plan_run(scenario: Scenario, text: str, source: str) -> Plan:
         cls = ACTOR_KINDS.get(spec.kind)
         if cls is None:
             known = ", ".join(sorted(ACTOR_KINDS)) or "none"
-            raise ScenarioError(
-                source, f"actors[{i}].kind", f"unknown kind {spec.kind!r} ({known})"
-            )
+            raise InputError(source, f"actors[{i}].kind", f"unknown kind {spec.kind!r} ({known})")
         params: Any = None
         if cls.Params is not None:
             params = decode_params(cls.Params, spec.params, source, f"actors[{i}].params")
         elif spec.params:
-            raise ScenarioError(source, f"actors[{i}].params", f"{spec.kind} takes no params")
+            raise InputError(source, f"actors[{i}].params", f"{spec.kind} takes no params")
         if isinstance(getattr(params, "role", None), str):
             roles.add(params.role)
         factory = _factory(cls, spec.address, params)
@@ -123,7 +120,7 @@ def plan_run(scenario: Scenario, text: str, source: str) -> Plan:
         try:
             make_checkers([name])
         except KeyError:
-            raise ScenarioError(
+            raise InputError(
                 source, f"invariants.enabled[{i}]", f"unknown invariant {name!r}"
             ) from None
     return Plan(scenario, text, source, actors, sorted(roles), system, system_params)
@@ -138,14 +135,14 @@ def _plan_system(scenario: Scenario, source: str) -> tuple[System | None, Any, S
     system = SYSTEMS.get(kind)
     if system is None:
         known = ", ".join(sorted(SYSTEMS)) or "none"
-        raise ScenarioError(source, "system.kind", f"unknown system {kind!r} ({known})")
+        raise InputError(source, "system.kind", f"unknown system {kind!r} ({known})")
     params = decode_params(system.Params, raw, source, "system")
     try:
         system.check(params, _base_dir(source))
-    except FieldError as error:
-        raise ScenarioError(source, f"system.{error.key}", error.message) from None
+    except InputError as error:
+        raise error.within(source, "system") from None
     except ValueError as error:
-        raise ScenarioError(source, "system", str(error)) from None
+        raise InputError(source, "system", str(error)) from None
     regions = system.regions(params)
     if scenario.world is not None:
         regions = regions + list(scenario.world.regions)
@@ -326,8 +323,8 @@ def kill_at_us() -> int | None:
         return None
     try:
         return parse_duration_us(text)
-    except DurationError as error:
-        raise ScenarioError(KILL_AT_ENV, "", f"not a duration: {error}") from None
+    except InputError as error:
+        raise InputError(KILL_AT_ENV, "", f"not a duration: {error}") from None
 
 
 def arm_kill_switch(kernel: Kernel) -> None:

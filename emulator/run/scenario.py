@@ -3,7 +3,7 @@
 msgspec rejects unknown keys, wrong types and out-of-range values with the key
 path (`$.faults[2].at`); references between parts of a scenario (an actor's
 host, a fault's target region or actor) are checked afterwards by
-`check_references`. Every problem becomes one `ScenarioError` naming the file
+`check_references`. Every problem becomes one `InputError` naming the file
 and the key path, which the CLI prints without a traceback (exit code 2).
 """
 
@@ -19,53 +19,23 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from emulator.errors import ScenarioError
+from emulator.errors import InputError
 from emulator.net.topology import iter_nodes
-from emulator.units import DAY, DurationError, S, parse_duration_us
+from emulator.units import DURATION_DOC, Duration, S, decode_duration, duration_schema
 
-# Limits on what a scenario may ask for. A duration beyond 100 years is a typo,
-# and would overflow SQLite's 64-bit integers (or float → int) further down.
-DURATION_US_MAX = 36_500 * DAY
 # Validation enumerates every node of the world; this keeps it to about a second.
 WORLD_MACHINES_MAX = 1_000_000
 
 
-class Duration(int):
-    """Microseconds of emulated time, written as `"1h30m"`, `"250ms"` or seconds."""
-
-
 def _dec_hook(type_: type, obj: Any) -> Any:
     if type_ is Duration:
-        if isinstance(obj, bool) or not isinstance(obj, str | int | float):
-            raise TypeError(f"expected a duration such as '90s' or '1h30m', got {obj!r}")
-        try:
-            value = parse_duration_us(obj)
-        except DurationError as error:
-            raise ValueError(str(error)) from None
-        except OverflowError:  # e.g. 1e308 seconds: float infinity after scaling
-            raise ValueError(
-                f"duration {obj!r} is too large (at most {DURATION_US_MAX // DAY}d)"
-            ) from None
-        if value < 0:
-            raise ValueError(f"a duration must not be negative, got {obj!r}")
-        if value > DURATION_US_MAX:
-            raise ValueError(f"duration {obj!r} is too large (at most {DURATION_US_MAX // DAY}d)")
-        return Duration(value)
+        return decode_duration(obj)
     raise NotImplementedError(f"no decoder for {type_}")
-
-
-_DURATION_DOC = "duration: seconds, or a string such as '250ms', '90s', '1h30m'"
 
 
 def _schema_hook(type_: type) -> dict[str, Any]:
     if type_ is Duration:
-        return {
-            "anyOf": [
-                {"type": "string", "pattern": r"^(\d+(\.\d+)?(us|ms|min|s|m|h|d))+$"},
-                {"type": "number", "minimum": 0, "maximum": DURATION_US_MAX // S},
-            ],
-            "description": _DURATION_DOC,
-        }
+        return duration_schema()
     raise NotImplementedError
 
 
@@ -337,15 +307,15 @@ def parse_raw(text: str, source: str) -> Any:
         try:
             return msgspec.json.decode(text)
         except msgspec.DecodeError as error:
-            raise ScenarioError(source, "", f"not valid JSON: {error}") from None
+            raise InputError(source, "", f"not valid JSON: {error}") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise ScenarioError(source, "", f"not valid TOML: {error}") from None
+        raise InputError(source, "", f"not valid TOML: {error}") from None
 
 
 def decode_scenario(text: str, source: str) -> Scenario:
-    """Decode and validate a scenario; raise `ScenarioError` on any problem."""
+    """Decode and validate a scenario; raise `InputError` on any problem."""
     return convert_scenario(parse_raw(text, source), source)
 
 
@@ -354,16 +324,14 @@ def convert_scenario(raw: Any, source: str) -> Scenario:
         scenario = msgspec.convert(raw, Scenario, dec_hook=_dec_hook, strict=True)
     except msgspec.ValidationError as error:
         path, message = _path_of(error)
-        raise ScenarioError(source, path, message) from None
+        raise InputError(source, path, message) from None
     if scenario.system:
         if not isinstance(scenario.system.get("kind"), str):
-            raise ScenarioError(
-                source, "system.kind", "missing: the system to emulate, e.g. 'mast'"
-            )
+            raise InputError(source, "system.kind", "missing: the system to emulate, e.g. 'mast'")
         # The system contributes regions and actors: checked when the run is planned.
         return scenario
     if scenario.world is None:
-        raise ScenarioError(source, "world", "missing required key (or name a [system])")
+        raise InputError(source, "world", "missing required key (or name a [system])")
     check_references(scenario, source)
     return scenario
 
@@ -374,7 +342,7 @@ def load_scenario_file(path: str | Path) -> tuple[Scenario, str]:
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise ScenarioError(str(p), "", f"cannot read: {error}") from None
+        raise InputError(str(p), "", f"cannot read: {error}") from None
     return decode_scenario(text, str(p)), text
 
 
@@ -389,22 +357,9 @@ def scenario_json_schema() -> dict[str, Any]:
     for struct in schema.get("$defs", {}).values():
         for prop in struct.get("properties", {}).values():
             default = prop.get("default")
-            if prop.get("description") == _DURATION_DOC and isinstance(default, int):
+            if prop.get("description") == DURATION_DOC and isinstance(default, int):
                 prop["default"] = default // S if default % S == 0 else default / S
     return schema
-
-
-class FieldError(ValueError):
-    """Raised by a parameters Struct's `__post_init__` about one of its own keys.
-
-    msgspec reports a `__post_init__` error at the Struct itself;
-    `decode_params` adds `key` (a path below the Struct) to the key path.
-    """
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}")
-        self.key = key
-        self.message = message
 
 
 def decode_params(params_type: type[Any], raw: dict[str, Any], source: str, path: str) -> Any:
@@ -413,10 +368,12 @@ def decode_params(params_type: type[Any], raw: dict[str, Any], source: str, path
         return msgspec.convert(raw, params_type, dec_hook=_dec_hook, strict=True)
     except msgspec.ValidationError as error:
         sub, message = _path_of(error)
-        if isinstance(error.__cause__, FieldError):
+        # A parameters Struct's `__post_init__` raises InputError about one of
+        # its own keys; msgspec reports it at the Struct, so its path goes below.
+        if isinstance(error.__cause__, InputError):
             field = error.__cause__
-            sub, message = ".".join(p for p in (sub, field.key) if p), field.message
-        raise ScenarioError(source, f"{path}.{sub}" if sub else path, message) from None
+            sub, message = ".".join(p for p in (sub, field.path) if p), field.message
+        raise InputError(source, f"{path}.{sub}" if sub else path, message) from None
 
 
 # ---- references ----------------------------------------------------------
@@ -439,7 +396,7 @@ def check_references(scenario: Scenario, source: str, system_addresses: Iterable
     assert scenario.world is not None
 
     def fail(path: str, message: str) -> None:
-        raise ScenarioError(source, path, message)
+        raise InputError(source, path, message)
 
     names = [r.name for r in scenario.world.regions]
     for i, name in enumerate(names):

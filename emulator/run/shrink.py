@@ -35,9 +35,9 @@ from typing import Any, TextIO
 
 import msgspec
 
-from emulator.errors import ScenarioError
-from emulator.run.scenario import Duration, Fault, convert_scenario, parse_raw
-from emulator.units import MIN, H, S, parse_duration_us
+from emulator.errors import InputError
+from emulator.run.scenario import Fault, convert_scenario, parse_raw
+from emulator.units import MIN, Duration, H, S, parse_duration_us
 from store import Store, StoreError
 from store.runs import RunMeta, get_run_meta, list_violations
 from store.trace import iter_trace
@@ -58,15 +58,15 @@ class Schedule:
 async def read_run(db: Path) -> tuple[RunMeta, list[tuple[int, int, str, str]]]:
     """The run's metadata and its violations (from the trace if it never finished)."""
     if not db.is_file():
-        raise ScenarioError(str(db), "", "no such run database")
+        raise InputError(str(db), "", "no such run database")
     try:
         store = await Store.open(db)
     except StoreError as error:
-        raise ScenarioError(str(db), "", str(error)) from None
+        raise InputError(str(db), "", str(error)) from None
     try:
         meta = await get_run_meta(store)
         if meta is None:
-            raise ScenarioError(str(db), "", "no run metadata: not a finished or started run")
+            raise InputError(str(db), "", "no run metadata: not a finished or started run")
         found = [(v.seq or 0, v.t_us, v.invariant, v.message) for v in await list_violations(store)]
         if not found and meta.status == "running":
             # A killed run records its violations only in the trace.
@@ -291,12 +291,12 @@ def command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     invariant = args.invariant or violations[0][2]
     if invariant not in {v[2] for v in violations}:
         found = ", ".join(sorted({v[2] for v in violations}))
-        raise ScenarioError("--invariant", "", f"{invariant!r} was not violated (found: {found})")
+        raise InputError("--invariant", "", f"{invariant!r} was not violated (found: {found})")
     source = f"{db} (stored scenario)"
     raw = parse_raw(meta.scenario_text, source)
     target = args.out or db.with_suffix(".min.toml")
     if target.is_dir():
-        raise ScenarioError(str(target), "", "is a directory")
+        raise InputError(str(target), "", "is a directory")
     plan = _plan(raw, meta.scenario_text, source)
     schedule = materialise(plan, meta.seed)
     everything = list(range(len(schedule.faults)))
@@ -321,14 +321,12 @@ def command(args: argparse.Namespace, out: TextIO | None = None) -> int:
         try:
             text = reproducer(raw, schedule, keep, meta, invariant, db)
         except TypeError as error:  # a JSON scenario holding something TOML cannot say
-            raise ScenarioError(source, "", str(error)) from None
+            raise InputError(source, "", str(error)) from None
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
         except OSError as error:
-            raise ScenarioError(
-                str(target), "", f"cannot write: {error.strerror or error}"
-            ) from None
+            raise InputError(str(target), "", f"cannot write: {error.strerror or error}") from None
         # Exactly what the user will run: the file as written, its own seed.
         if invariant not in run_text(text, str(target), meta.seed, Path(tmp)):
             print(f"{target}: written, but it does not reproduce {invariant}", file=out)
@@ -367,5 +365,5 @@ def _plan(raw: Any, text: str, source: str) -> Any:
     from emulator.run.runner import plan_run
 
     if not isinstance(raw, dict):
-        raise ScenarioError(source, "", "not a scenario table")
+        raise InputError(source, "", "not a scenario table")
     return plan_run(convert_scenario(raw, source), text, source)

@@ -214,7 +214,7 @@ def sweep(
 ) -> SweepResult:
     """Run every seed of `seeds`; `on_result` sees each outcome in seed order.
 
-    Raises ScenarioError (bad input) before any worker starts.
+    Raises InputError (bad input) before any worker starts.
     """
     from emulator.cli.main import resolve_scenario
     from emulator.run.runner import plan_run

@@ -49,9 +49,9 @@ from actors.policies.mast.placement.snapshot import (
     Unschedulable,
     WorkloadPlan,
 )
+from emulator.units import US_PER_S
 from store.mast.records import GPUS_PER_MACHINE
 
-US_PER_S = 1_000_000
 REASONS_SHOWN_MAX = 3
 
 Slot = tuple[str, int]  # (host, units usable): GPUs, or 1 for a whole CPU machine

@@ -20,6 +20,7 @@ import pytest
 from actors.mast.rms import RegionalScheduler
 from emulator.cli.main import main
 from emulator.trace import TraceEvent
+from emulator.units import S
 from store.mast.queue import QUEUED
 from tests.system.test_mast_scenarios import (
     MIN,
@@ -35,7 +36,6 @@ from tests.system.test_mast_scenarios import (
 )
 from tests.system.test_replicas_failover import crash, started_once
 
-S = 1_000_000
 EAST_ONLY = [{"name": "t", "size_bytes": 1, "home_region": "east"}]
 BOTH = [{"name": "t", "size_bytes": 1, "home_region": "east", "replicas": ["west"]}]
 

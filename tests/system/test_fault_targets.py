@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from emulator.actor import Actor
-from emulator.errors import ScenarioError
+from emulator.errors import InputError
 from emulator.registry import builtin_scenarios
 from emulator.run.faults import FaultInjector
 from emulator.run.runner import plan_run
@@ -221,7 +221,7 @@ def plan(raw: dict[str, Any]) -> None:
 )
 def test_a_bad_target_names_its_key_path(fault: dict[str, Any], path: str, message: str) -> None:
     raw = story({"at": "1m", **fault})
-    with pytest.raises(ScenarioError) as caught:
+    with pytest.raises(InputError) as caught:
         plan(raw)
     assert caught.value.path == path and message in str(caught.value)
 
@@ -234,7 +234,7 @@ def test_a_role_named_only_in_params_takes_only_the_leader_form(tmp_path: Path) 
     bad.write_text(
         text.replace('target = "leader of demo/leader"', 'target = "a follower of demo/leader"', 1)
     )
-    with pytest.raises(ScenarioError) as caught:
+    with pytest.raises(InputError) as caught:
         load_scenario_file(bad)
     assert caught.value.path == "faults[0].target"
     assert "no instances addressed 'demo/leader/N'" in str(caught.value)
@@ -253,4 +253,4 @@ def test_every_target_form_of_a_mast_system_is_accepted() -> None:
         *({"action": "crash", "at": f"{i + 1}m", "target": t} for i, t in enumerate(targets))
     )
     raw["faults"].append({"action": "down", "at": "1h", "node": "region east", "duration": "1m"})
-    plan(raw)  # no ScenarioError
+    plan(raw)  # no InputError

@@ -28,7 +28,6 @@ from actors.policies.mast.placement.snapshot import (
 )
 from actors.policies.mast.quota import Row
 from actors.policies.mast.registry import (
-    PolicyParamsError,
     every_policy,
     mast_policy,
     names,
@@ -37,6 +36,7 @@ from actors.policies.mast.registry import (
     unregister,
 )
 from emulator.cli.main import main
+from emulator.errors import InputError
 from tests.system.test_mast_scenarios import H, decisions, job, run, scenario, states, workload
 
 MAST_FAMILY = ["federated", "mast", "tetris-v0", "tetris-v1", "tetris-v2"]
@@ -174,9 +174,9 @@ def test_a_second_policy_under_a_taken_name_is_refused() -> None:
 def test_bad_parameters_name_their_key(
     name: str, raw: dict[str, Any], key: str, fragment: str
 ) -> None:
-    with pytest.raises(PolicyParamsError) as caught:
+    with pytest.raises(InputError) as caught:
         resolve(name, raw)
-    assert caught.value.key == key and fragment in caught.value.message
+    assert caught.value.path == key and fragment in caught.value.message
 
 
 @pytest.mark.usefixtures("toys")

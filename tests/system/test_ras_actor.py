@@ -30,7 +30,7 @@ from emulator.run.replay import check
 from emulator.run.runner import RunResult, execute, plan_run
 from emulator.run.scenario import (
     Duration,
-    ScenarioError,
+    InputError,
     convert_scenario,
     decode_params,
     decode_scenario,
@@ -377,6 +377,6 @@ def test_bad_ras_settings_name_the_key(ras: dict[str, Any], message: str) -> Non
         "duration": "1h",
         "system": {"kind": "mast", "ras": ras | {"enabled": True}},
     }
-    with pytest.raises(ScenarioError) as caught:
+    with pytest.raises(InputError) as caught:
         plan_run(convert_scenario(raw, "x"), "", "x")
     assert message in str(caught.value)

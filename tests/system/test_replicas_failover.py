@@ -16,10 +16,11 @@ import pytest
 
 from actors.common.leadership import LeaseHolder
 from emulator.cli.main import main
-from emulator.errors import ScenarioError
+from emulator.errors import InputError
 from emulator.run.runner import plan_run
 from emulator.run.scenario import convert_scenario
 from emulator.trace import TraceEvent
+from emulator.units import S
 from tests.conftest import read_run_db
 from tests.system.test_mast_scenarios import (
     MIN,
@@ -33,7 +34,6 @@ from tests.system.test_mast_scenarios import (
     workload,
 )
 
-S = 1_000_000
 TAKEOVER_US_MAX = 30 * S + 10 * S  # ttl + renew_every
 
 
@@ -259,6 +259,6 @@ def test_quickstart_without_faults_keeps_one_leader_epoch_per_role(tmp_path: Pat
 def test_a_bad_replica_count_names_its_key_path(replicas: dict[str, Any], path: str) -> None:
     raw = two_region_story()
     raw["system"]["replicas"] = replicas
-    with pytest.raises(ScenarioError) as caught:
+    with pytest.raises(InputError) as caught:
         plan_run(convert_scenario(raw, "s.toml"), "", "s.toml")
     assert caught.value.path == path

@@ -22,9 +22,9 @@ from actors.mast.report.fold import MastReporter, ReportOptions, step_integral
 from emulator.cli.main import main
 from emulator.registry import builtin_scenarios
 from emulator.trace import TraceEvent
+from emulator.units import S
 from tests.system.test_mast_scenarios import MIN, H, job, run, scenario, store_events, workload
 
-S = 1_000_000
 REQUIRED = {
     "scenario",
     "seed",

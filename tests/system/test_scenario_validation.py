@@ -3,7 +3,7 @@ never a traceback, and no run database left behind.
 
 The table mutates `leader-lease.toml` one way per row; the property tests feed
 random documents and random mutations of the same scenario to the validator,
-which must answer with a Scenario or a `ScenarioError`, nothing else.
+which must answer with a Scenario or a `InputError`, nothing else.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from actors.demo.lease import CandidateParams, ClientParams
 from emulator.cli import main as cli
-from emulator.errors import ScenarioError
+from emulator.errors import InputError
 from emulator.registry import builtin_scenarios
 from emulator.run import scenario
 from emulator.run.runner import Plan, plan_run
@@ -396,14 +396,14 @@ VALUES = st.recursive(
 )
 
 
-def validate(raw: Any) -> Scenario | ScenarioError:
+def validate(raw: Any) -> Scenario | InputError:
     """The whole validation a run performs: decode, then resolve kinds and params."""
     try:
         loaded = convert_scenario(raw, "x.toml")
         assert isinstance(loaded, Scenario)
         assert isinstance(plan_run(loaded, "", "x.toml"), Plan)
         return loaded
-    except ScenarioError as error:
+    except InputError as error:
         assert error.source == "x.toml"
         assert str(error).startswith("x.toml: ")
         assert "\n" not in str(error)  # one line at the command line
@@ -492,7 +492,7 @@ def test_scenario_an_inserted_unknown_key_is_named_by_its_full_path(data: st.Dat
     key = data.draw(SAFE_KEYS.filter(lambda k: k not in KNOWN_KEYS))
     _at(doc, where)[key] = data.draw(VALUES)
     outcome = validate(doc)
-    assert isinstance(outcome, ScenarioError)
+    assert isinstance(outcome, InputError)
     assert outcome.path == _dotted((*where, key))
     assert outcome.message == "unknown key"
 

@@ -21,10 +21,10 @@ from actors.mast.report.fold import MastReporter
 from emulator.registry import builtin_scenarios, load_plugins
 from emulator.run.runner import execute, plan_run
 from emulator.run.scenario import convert_scenario, parse_raw
+from emulator.units import H
 from store.mast.records import WorkloadSpec
 
 load_plugins()
-H = 3_600_000_000
 
 
 def run_policy(policy: str, tmp_path: Path) -> tuple[Any, dict[str, Any]]:

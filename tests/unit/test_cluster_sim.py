@@ -15,8 +15,6 @@ import msgspec
 import pytest
 
 from actors.cluster.engine import (
-    LivelockError,
-    PolicyDecisionError,
     Semantics,
     SimResult,
     cluster_of,
@@ -32,8 +30,9 @@ from actors.policies.cluster.api import (
     TraceJob,
 )
 from actors.policies.cluster.placement import best_tier, give_back, take
+from emulator.errors import PolicyContractError
+from emulator.units import S
 
-S = 1_000_000
 NO_COSTS = Semantics(preemption_cost=False, comm_model=False)
 
 
@@ -302,7 +301,7 @@ def _offer(job_id: str, placement: tuple[tuple[str, int], ...], tier: str = "net
     ],
 )
 def test_an_invalid_decision_raises_naming_policy_and_job(script: Callable, message: str) -> None:
-    with pytest.raises(PolicyDecisionError, match="policy 'test-scripted'") as err:
+    with pytest.raises(PolicyContractError, match="policy 'test-scripted'") as err:
         simulate(Scripted(script), NoParams(), [job("a", 0, 8, 10)], TWO_RACKS)
     assert message in str(err.value)
 
@@ -312,13 +311,13 @@ def test_a_running_job_offered_again_raises() -> None:
         return _offer("a", (("m000", 1),))
 
     jobs = [job("a", 0, 1, 10), job("b", 5, 1, 10)]  # the 5 s decision offers "a" again
-    with pytest.raises(PolicyDecisionError, match="job 'a': offered but it is not waiting"):
+    with pytest.raises(PolicyContractError, match="job 'a': offered but it is not waiting"):
         simulate(Scripted(script), NoParams(), jobs, TWO_RACKS)
 
 
 def test_waking_at_the_same_instant_forever_is_a_livelock() -> None:
     policy = Scripted(lambda v: Decision(wake_at_us=v.now_us))
-    with pytest.raises(LivelockError, match="test-scripted"):
+    with pytest.raises(PolicyContractError, match="test-scripted"):
         simulate(policy, NoParams(), [job("a", 3, 1, 10)], TWO_RACKS)
 
 

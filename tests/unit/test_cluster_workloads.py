@@ -35,9 +35,9 @@ from actors.cluster.workloads import (
     philly_jobs,
 )
 from emulator.rng import RngStreams
+from emulator.units import S
 
 N = 20_000
-S = 1_000_000
 
 
 def _rng(seed: int = 7) -> random.Random:

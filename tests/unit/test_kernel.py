@@ -409,7 +409,8 @@ class Sender(Actor):
 
 def test_reliable_messages_survive_a_down_receiver_and_arrive_once() -> None:
     from emulator.run.faults import FaultInjector
-    from emulator.run.scenario import DuplicateFault, Duration
+    from emulator.run.scenario import DuplicateFault
+    from emulator.units import Duration
 
     k = make_kernel()
     spawn(k, Tally, "tally", "west/ctl0")

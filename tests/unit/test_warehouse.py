@@ -17,10 +17,10 @@ from actors.mast.warehouse import (
 )
 from actors.mast.workload.generator import GeneratorParams, generate, load_for_world, make_tenants
 from actors.mast.world import RegionHardware, WorldModel, preset
+from emulator.units import H as H_US
 from store.mast.records import DataTable, JobSpec, WorkloadSpec
 
 DAY_US = 86_400_000_000
-H_US = 3_600_000_000
 
 
 @pytest.fixture(scope="module")

@@ -88,8 +88,8 @@ from actors.mast.workload.generator import setup_time_us
 from actors.policies.mast.placement.place import place_job
 from actors.policies.mast.placement.snapshot import JobPlan, JobRequest
 from emulator.actor import on
-from emulator.run.scenario import Duration
 from emulator.sysmsg import HostDown, HostUp
+from emulator.units import Duration
 from store import kv, leases
 from store.mast import fleet, queue
 from store.mast.queue import Fence

@@ -42,9 +42,9 @@ from actors.common.cm.ledger import ClusterView
 from actors.mast import distributions as dist
 from actors.mast.workload.generator import PRIORITY_SHARES
 from actors.policies.mast.placement.snapshot import JobRequest, WorkloadPlan
+from emulator.units import US_PER_S
 from store.mast.records import GPUS_PER_MACHINE, Machine
 
-US_PER_S = 1_000_000
 DAY_US = 86_400 * US_PER_S
 
 
@@ -513,4 +513,3 @@ def bench_chaos_sweep(options: dict[str, Any]) -> dict[str, Any]:
             "max": round(max(seed_wall), 2),
         },
     }
-

@@ -216,4 +216,3 @@ def _terms(cost: Any) -> dict[str, float]:
         "gpu_balance": round(cost.gpu_balance, 6),
         "storage_balance": round(cost.storage_balance, 6),
     }
-

@@ -56,15 +56,13 @@ from actors.mast.report.slow_figures import slow_path_figures
 from actors.mast.report.slow_plots import slow_path_plots
 from emulator.run.scenario import parse_raw
 from emulator.trace import fault_key
+from emulator.units import US_PER_S
 from store import Store
 from store.mast import fleet, queue
 from store.mast.copies import DAY_US
 from store.mast.queue import QUEUED, STATES
 from store.runs import get_run_meta, list_violations
 from store.trace import TraceRow, iter_trace, read_metrics
-
-US_PER_S = 1_000_000
-
 
 _JSON = msgspec.json.Encoder(order="deterministic")
 

@@ -55,6 +55,7 @@ from msgspec import Meta
 
 from actors.mast import distributions as dist
 from actors.mast.world import WorldModel
+from emulator.units import US_PER_S
 from store.mast.records import (
     GPUS_PER_MACHINE,
     PRIORITY_LEVELS,
@@ -66,7 +67,6 @@ from store.mast.records import (
     WorkloadSpec,
 )
 
-US_PER_S = 1_000_000
 DAY_S = 86_400.0
 # MAST §2: share of workloads per priority level 0–6, then "unspecified" (7).
 PRIORITY_SHARES = (0.03, 0.20, 0.16, 0.54, 0.002, 0.005, 0.0002, 0.06)

@@ -34,6 +34,7 @@ from actors.policies.cluster.api import AcceptsEveryOffer, ClusterView, Decision
 from actors.policies.cluster.placement import Placement
 from actors.policies.cluster.registry import register
 from actors.policies.cluster.tiresias.placement import Placer, anywhere, consolidated, run_pass
+from emulator.units import US_PER_S
 
 __all__ = [
     "BestEffort",
@@ -45,8 +46,6 @@ __all__ = [
     "Srtf",
     "SrtfParams",
 ]
-
-US_PER_S = 1_000_000
 
 
 def _placer(consolidate: bool) -> Placer:

@@ -16,21 +16,18 @@ from collections.abc import Mapping
 
 from actors.policies.cluster.api import ClusterView, Decision
 from actors.policies.cluster.placement import TIERS, tier_of
+from emulator.errors import PolicyContractError
 
-__all__ = ["PolicyDecisionError", "check_decision"]
-
-
-class PolicyDecisionError(ValueError):
-    """The policy returned a decision that cannot be carried out (a bug in the policy)."""
+__all__ = ["check_decision"]
 
 
 def check_decision(
     policy: str, view: ClusterView, decision: Decision, rack_of: Mapping[str, str]
 ) -> None:
-    """Raise `PolicyDecisionError` naming the policy and job if `decision` is not feasible."""
+    """Raise `PolicyContractError` naming the policy and job if `decision` is not feasible."""
 
-    def fail(job_id: str, what: str) -> PolicyDecisionError:
-        return PolicyDecisionError(f"policy {policy!r}: job {job_id!r}: {what}")
+    def fail(job_id: str, what: str) -> PolicyContractError:
+        return PolicyContractError(f"policy {policy!r}: job {job_id!r}: {what}")
 
     jobs = {j.job_id: j for j in view.jobs}
     free = {s.host: s.gpus_free for s in view.machines}

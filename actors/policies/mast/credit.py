@@ -18,7 +18,7 @@ import math
 
 import msgspec
 
-US_PER_S = 1_000_000
+from emulator.units import US_PER_S
 
 
 class CreditParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

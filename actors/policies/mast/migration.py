@@ -41,9 +41,8 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
+from emulator.units import US_PER_S
 from store.mast.records import PRIORITY_LOWEST
-
-US_PER_S = 1_000_000
 
 Reason = Literal[
     "admitted",  # runs at its planned rate

@@ -24,8 +24,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
-from actors.policies.mast.credit import US_PER_S, CreditParams
+from actors.policies.mast.credit import CreditParams
 from actors.policies.mast.quota import Row, quota_order
+from emulator.units import US_PER_S
 
 # A queued workload: (id, tenant, queued_us, gpus, cpu_machines).
 Queued = tuple[str, str, int, int, int]

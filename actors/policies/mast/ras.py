@@ -46,7 +46,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_matrix
 
-from emulator.errors import EmulatorInternalError
+from emulator.errors import ComponentBug
 from store.mast.records import Machine
 
 CPU_KIND = "cpu"
@@ -217,7 +217,7 @@ def _solve_kind(
             out.update(dict.fromkeys(hosts[at : at + counts[c]], c))
             at += counts[c]
         if at > len(hosts):
-            raise EmulatorInternalError(f"ras: {kind} group {key} over-assigned ({at})")
+            raise ComponentBug(f"ras: {kind} group {key} over-assigned ({at})")
     return out, status
 
 
@@ -243,7 +243,7 @@ def _milp(
     x = np.round(res.x)
     ax, tol = a @ x, 1e-6
     if np.abs(res.x - x).max() > tol or (ax < lo - tol).any() or (ax > hi + tol).any():
-        raise EmulatorInternalError("ras: milp returned a non-integral or infeasible point")
+        raise ComponentBug("ras: milp returned a non-integral or infeasible point")
     return x, "optimal" if res.status == 0 else "time_limit"
 
 

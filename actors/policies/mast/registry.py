@@ -16,9 +16,7 @@ import msgspec
 
 from actors.policies.cluster import registry as cluster_registry
 from actors.policies.mast.api import MastPolicy
-from actors.policies.registry import NamedRegistry, PolicyParamsError, convert_params
-
-__all__ = ["PolicyParamsError"]
+from actors.policies.registry import NamedRegistry, convert_params
 
 _REGISTRY: NamedRegistry[MastPolicy] = NamedRegistry(
     "MAST", ("actors.policies.mast.auction", "actors.policies.mast.federated")
@@ -51,7 +49,7 @@ def mast_policy(name: str) -> MastPolicy:
 
 
 def policy_params(policy: MastPolicy, raw: Mapping[str, Any] | msgspec.Struct) -> Any:
-    """`raw` validated as `policy.Params` (PolicyParamsError names the bad key)."""
+    """`raw` validated as `policy.Params` (InputError names the bad key)."""
     return convert_params(policy.Params, raw)
 
 

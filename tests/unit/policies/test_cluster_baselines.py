@@ -23,8 +23,8 @@ from actors.policies.cluster.baselines import (
     SrtfParams,
 )
 from actors.policies.cluster.registry import cluster_policy
+from emulator.units import S
 
-S = 1_000_000
 EVENT = Semantics(comm_model=False, preemption_cost=False)
 
 

@@ -19,8 +19,7 @@ from actors.policies.cluster.api import ClusterView, JobView, Slot, TraceJob, co
 from actors.policies.cluster.gavel import GavelMaxMin, MaxMinParams, maxmin_shares
 from actors.policies.cluster.registry import cluster_policy
 from actors.policies.cluster.themis import Themis, ThemisParams, fullest_subset, themis_rho
-
-S = 1_000_000
+from emulator.units import S
 
 
 def _job(

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from actors.policies.mast.static_placement import colocate
+from emulator.units import H as HOURS
 from store.mast.records import DataTable, JobSpec, WorkloadSpec
-
-HOURS = 3_600_000_000
 
 
 def workload(wid: str, tables: tuple[str, ...], gpu_type: str | None = "A100") -> WorkloadSpec:

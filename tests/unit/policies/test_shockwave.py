@@ -22,9 +22,7 @@ from actors.policies.cluster.shockwave.policy import (
     estimate,
     ftf,
 )
-
-S = 1_000_000
-
+from emulator.units import S
 
 # --- predictor: the restatement rule ---------------------------------------------------------
 

@@ -12,8 +12,7 @@ from actors.policies.cluster.shockwave import policy as sw
 from actors.policies.cluster.shockwave import predictor as pred
 from actors.policies.cluster.shockwave import solver as so
 from actors.policies.cluster.shockwave.ftf import Estimate, JobMemo, estimate, rank_rho
-
-S = 1_000_000
+from emulator.units import S
 
 
 def _near_done_problem(seated: bool) -> so.PlanProblem:

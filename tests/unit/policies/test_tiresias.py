@@ -22,8 +22,8 @@ from actors.policies.cluster.tiresias.policy import (
     TiresiasState,
     queue_of,
 )
+from emulator.units import S
 
-S = 1_000_000
 LAS = TiresiasLas()
 GITTINS = TiresiasGittins()
 

@@ -57,7 +57,6 @@ from actors.policies.cluster import perf_model
 from actors.policies.cluster.api import ClusterView, Decision, JobView, Slot, Start, Tier
 from actors.policies.cluster.dally.timers import (
     FOREVER_US,
-    US_PER_S,
     DallyParams,
     DallyState,
     Timers,
@@ -70,6 +69,7 @@ from actors.policies.cluster.dally.timers import (
 )
 from actors.policies.cluster.placement import TIERS, best_tier, give_back, place, take
 from actors.policies.cluster.registry import register
+from emulator.units import US_PER_S
 
 __all__ = ["Dally", "DallyParams", "nw_sens"]
 

@@ -52,7 +52,6 @@ __all__ = [
 # about 285 years and exact as a float.
 FOREVER_US = float(2**53)
 
-US_PER_S = 1_000_000
 TimerMode = Literal["auto", "manual", "no-wait", "fully-consolidated"]
 
 

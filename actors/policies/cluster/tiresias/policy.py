@@ -48,10 +48,10 @@ from actors.policies.cluster.tiresias.params import (
     TiresiasState,
 )
 from actors.policies.cluster.tiresias.placement import Pass, pack_placer, run_pass
+from emulator.units import US_PER_S
 
 __all__ = ["GittinsParams", "TiresiasGittins", "TiresiasLas", "TiresiasParams", "TiresiasState"]
 
-US_PER_S = 1_000_000
 _NO_RESET: Reset = (0, 0, 0, -1)  # a job never promoted counts from zero
 
 

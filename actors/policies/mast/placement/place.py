@@ -56,8 +56,8 @@ from actors.policies.mast.placement.snapshot import (
     Unschedulable,
     WorkloadPlan,
 )
+from emulator.units import US_PER_S
 
-US_PER_S = 1_000_000
 REASONS_SHOWN_MAX = 3
 
 

@@ -17,6 +17,8 @@ from bisect import bisect_left, insort
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
+from emulator.errors import ComponentBug
+
 Slot = tuple[str, int]  # (host, units usable): GPUs, or 1 for a whole CPU machine
 
 
@@ -91,7 +93,7 @@ class RackPool:
         if need <= 0:
             return [], None, 0
         if self.total < need:
-            raise RuntimeError(f"placement bug: asked for {need} units, pool has {self.total}")
+            raise ComponentBug(f"placement bug: asked for {need} units, pool has {self.total}")
         order = self.order
         whole: list[str] = []
         i = 0

@@ -38,12 +38,12 @@ from actors.policies.mast.tetris.cost import (
     tetris_cost,
 )
 from actors.policies.mast.tetris.groups import plan_group_moves
+from emulator.units import US_PER_S as _MICRO
 
 __all__ = ["MoveEval", "TetrisMove", "TetrisPlan", "evaluate_move", "homes_after", "plan_tetris"]
 
 # GPU- and CPU-hours are kept as integer micro-hours: sums over 10^5 moves stay
 # exact, and a demand that drops to nothing is 0, not a float residue of 1e-13.
-_MICRO = 1_000_000
 
 
 class TetrisMove(_Tetris, kw_only=True):
