@@ -10,12 +10,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import scenarios
-from actors.checks import liveness, progress, protocol, storage
+from actors.checks import liveness
+from actors.checks.allocation import AllocationChecker
+from actors.checks.auction import AuctionChecker
+from actors.checks.colocation import ColocationChecker
+from actors.checks.gang import GangChecker
+from actors.checks.lost_workload import LostWorkloadChecker
+from actors.checks.preemption import PreemptionChecker
+from actors.checks.progress import ProgressChecker
+from actors.checks.quota import QuotaChecker
+from actors.checks.storage import MigrationCapChecker, StorageChecker
 from actors.cluster.report import ClusterReporter
 from actors.cluster.system import ClusterSystem
 from actors.demo.lease import LeaseCandidate, LeaseClient
 from actors.mast.bench import control_plane, tetris
-from actors.mast.report.fold import MastReporter
+from actors.mast.report.reporter import MastReporter
 from actors.mast.system import MastSystem
 from emulator.invariants import LeaseSafety, register_checker
 from emulator.liveness import register_liveness
@@ -24,8 +33,10 @@ from emulator.registry import (
     register_bench,
     register_reporter,
     register_scenario_dir,
+    register_schema_part,
     register_system,
 )
+from store.mast.schema import MAST_SCHEMA
 
 
 def register() -> None:
@@ -35,7 +46,19 @@ def register() -> None:
     register_system(ClusterSystem())
     register_reporter("cluster", ClusterReporter())
     register_reporter("mast", MastReporter())
-    for checker in (LeaseSafety, *protocol.CHECKERS, *storage.CHECKERS, progress.ProgressChecker):
+    for checker in (
+        LeaseSafety,
+        AllocationChecker,
+        GangChecker,
+        AuctionChecker,
+        PreemptionChecker,
+        ColocationChecker,
+        QuotaChecker,
+        LostWorkloadChecker,
+        StorageChecker,
+        MigrationCapChecker,
+        ProgressChecker,
+    ):
         register_checker(checker.name, checker)
     register_liveness(liveness.WorkloadLiveness.name, liveness.WorkloadLiveness)
     register_bench("gms", control_plane.bench_gms)
@@ -43,4 +66,5 @@ def register() -> None:
     register_bench("day", control_plane.bench_day)
     register_bench("chaos-sweep", control_plane.bench_chaos_sweep)
     register_bench("tetris", tetris.bench_tetris)
+    register_schema_part(MAST_SCHEMA)
     register_scenario_dir(Path(scenarios.__file__).parent)

@@ -13,17 +13,15 @@ from __future__ import annotations
 import inspect
 import random
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
 from emulator.commands import RECEIVE_ANY, TIMED_OUT, Envelope, Receive, Sleep, StoreCall
 from emulator.errors import CallTimeout
+from emulator.hosting import ActorSlot, KernelPort
 from emulator.sysmsg import Delivered, Reliable, Resend
-
-if TYPE_CHECKING:
-    from emulator.kernel import Kernel, Slot
 
 T = TypeVar("T")
 
@@ -91,8 +89,9 @@ class Actor:
         self._resend_armed = False
         self._seen: set[str] = set()
         self._seen_order: deque[str] = deque()
-        self._kernel: Kernel
-        self._slot: Slot
+        # Set by `attach` when the kernel starts this instance.
+        self._kernel: KernelPort
+        self._slot: ActorSlot
 
     # ---- lifecycle hooks -------------------------------------------------
     async def on_start(self) -> None:
@@ -104,7 +103,27 @@ class Actor:
     def on_unhandled(self, env: Envelope) -> None:
         self._kernel.trace_drop(env, "unhandled")
 
+    def refuse_reliable(self, env: Envelope) -> str | None:
+        """Whether to leave a message sent with `send_reliably` unhandled for now.
+
+        Return a reason (traced as the message's drop) to neither acknowledge
+        nor handle it: its sender resends it, resolving its destination
+        again. None, the default, acknowledges and handles it (once). A role's
+        follower refuses, so reports reach the leader (`LeaseHolder`).
+        """
+        return None
+
     # ---- the driver the kernel runs ------------------------------------
+    def attach(self, kernel: KernelPort, slot: ActorSlot) -> Coroutine[Any, Any, None]:
+        """Bind this fresh instance to its kernel and slot; return the coroutine to drive.
+
+        Called by the kernel alone, once per instance, when it starts (or
+        restarts) the actor; a crash discards the instance with its memory.
+        """
+        self._kernel = kernel
+        self._slot = slot
+        return self._main()
+
     async def _main(self) -> None:
         await self.on_start()
         handlers = self._handlers
@@ -131,6 +150,10 @@ class Actor:
         """Reliable delivery's own messages; returns a message to handle, or None."""
         msg = env.msg
         if type(msg) is Reliable:
+            refusal = self.refuse_reliable(env)
+            if refusal is not None:
+                self._kernel.trace_drop(env, refusal)
+                return None
             self._kernel.send(self._slot, env.src, Delivered(msg.key), 0, 0)
             if msg.key in self._seen:
                 return None
@@ -250,7 +273,8 @@ class Actor:
         return self._kernel.set_timer(self._slot, delay_us, msg)
 
     def cancel_timer(self, timer_id: int) -> None:
-        self._slot.timers.discard(timer_id)
+        """Cancel a timer `set_timer` returned; its message never arrives (a no-op if it did)."""
+        self._kernel.cancel_timer(self._slot, timer_id)
 
     def start_flow(
         self, src_region: str, dst_region: str, nbytes: int, qos: str = "default"
@@ -305,3 +329,13 @@ class Actor:
 
     def leader_of(self, role: str) -> str | None:
         return self._kernel.leader_of(role)
+
+    def replay_hardware(self) -> int:
+        """Be told again the state of every node that changed (hardware watchers only).
+
+        The kernel does this whenever a watcher starts; an instance that
+        ignored hardware news as a follower calls it on taking over its role.
+        Returns the number of `HostUp`/`HostDown` messages posted (0 for a
+        non-watcher).
+        """
+        return self._kernel.replay_hardware(self.address)

@@ -1,6 +1,6 @@
 """The trampoline kernel: one asyncio task drives every actor coroutine.
 
-Why a trampoline (see KERNEL-NOTES.md): time taken from the event loop jumps
+Why a trampoline (docs/kernel-notes.md): time taken from the event loop jumps
 while aiosqlite works in its thread, and thread completion order leaks into
 the trace whenever two actors can run at one instant. So the kernel pops one
 event at a time from a heap ordered by `(deliver_at_us, sender_id,
@@ -11,6 +11,13 @@ loop, while emulated time stands still and no other actor runs.
 Heap entries are `(t_us, sender_id, sender_seq, code, a, b)`; the first three
 are unique, so tuple comparison never reaches the payload. Sender id 0 is the
 kernel itself (starts, faults, flow completions).
+
+Two collaborators own state of their own and reach the kernel only through
+the narrow interfaces they declare: `emulator.net.flow_table.FlowTable` (bulk
+flows) and `emulator.net.hardware.Hardware` (nodes down and up). The kernel
+keeps a thin method for each of their operations that actors and faults use.
+Actors are seen through `emulator.hosting` (`Hosted`, `ActorSlot`), so this
+module never imports `emulator.actor`.
 """
 
 from __future__ import annotations
@@ -19,27 +26,33 @@ import asyncio
 import contextlib
 import heapq
 import json
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
-from emulator.actor import Actor
 from emulator.commands import TIMED_OUT, Envelope, Receive, Sleep, StoreCall
 from emulator.errors import EmulatorInternalError, ForeignAwait
-from emulator.net.flows import flow_path
+from emulator.hosting import (
+    DOWN,
+    EXITED,
+    RUNNING,
+    WAIT_RECV,
+    WAIT_SLEEP,
+    WAIT_STORE,
+    ActorSlot,
+    Hosted,
+)
+from emulator.net.flow_table import FlowTable
+from emulator.net.hardware import Hardware
 from emulator.net.network import Network
 from emulator.pacing import Pacer
 from emulator.rng import RngStreams
-from emulator.sysmsg import FlowDone, HostDown, HostUp, Reliable
+from emulator.sysmsg import Reliable
 from emulator.trace import Tracer
 
 # Event codes in heap entries.
 DELIVER, TIMER, WAKE, CALL = 0, 1, 2, 3
-
-# Actor states.
-DOWN, RUNNING, WAIT_RECV, WAIT_SLEEP, WAIT_STORE, EXITED = range(6)
 
 KERNEL_ID = 0
 
@@ -70,55 +83,6 @@ class KernelOptions(msgspec.Struct, frozen=True, kw_only=True):
     restarts_max: int = 1_000
     mailbox_len_max: int = 100_000
     stop_on_violation: bool = False
-
-
-class Slot:
-    """The kernel's record of one actor address across incarnations."""
-
-    __slots__ = (
-        "address",
-        "awaiting_host",
-        "coro",
-        "corr_seq",
-        "factory",
-        "flows",
-        "host",
-        "id",
-        "incarnation",
-        "instance",
-        "mailbox",
-        "overflow",
-        "paused_until_us",
-        "restarts",
-        "seq",
-        "state",
-        "timer_seq",
-        "timers",
-        "wait_reply",
-        "wait_token",
-    )
-
-    def __init__(self, sid: int, address: str, host: str, factory: Callable[[], Actor]) -> None:
-        self.id = sid
-        self.address = address
-        self.host = host
-        self.factory = factory
-        self.instance: Actor | None = None
-        self.coro: Any = None
-        self.state = DOWN
-        self.mailbox: deque[Envelope] = deque()
-        self.seq = 0
-        self.incarnation = 0
-        self.timers: set[int] = set()
-        self.timer_seq = 0
-        self.corr_seq = 0
-        self.wait_reply: int | frozenset[int] = 0
-        self.wait_token = 0
-        self.paused_until_us = 0
-        self.restarts = 0
-        self.overflow = 0
-        self.flows: set[int] = set()
-        self.awaiting_host = False
 
 
 class Kernel:
@@ -154,17 +118,14 @@ class Kernel:
         self.progress: Callable[[Kernel], None] | None = None
         self._heap: list[tuple[Any, ...]] = []
         self._seq = 0
-        self._actors: dict[str, Slot] = {}
-        self._by_host: dict[str, list[Slot]] = {}
-        self._store_pending: tuple[Slot, StoreCall] | None = None
+        self._actors: dict[str, ActorSlot] = {}
+        self._by_host: dict[str, list[ActorSlot]] = {}
+        self._store_pending: tuple[ActorSlot, StoreCall] | None = None
         # Extra emulated latency of each slowed actor's store calls (the `slow-store` fault).
         self.store_latency_us: dict[str, int] = {}
         self._lease_view = getattr(store, "leases", None)
-        self._flow_owner: dict[int, tuple[Slot, int]] = {}
-        # Every node whose up/down state changed during the run (see `replay_hardware`).
-        self._changed_nodes: set[str] = set()
-        self._flow_seq = 0
-        self._flow_token = 0
+        self.flows = FlowTable(network.fluid, self)
+        self.hardware = Hardware(network, self, self.flows)
 
     # ------------------------------------------------------------------
     # scheduling
@@ -193,10 +154,10 @@ class Kernel:
         self,
         address: str,
         host: str,
-        factory: Callable[[], Actor],
+        factory: Callable[[], Hosted],
         at_us: int = 0,
         incarnation: int = 0,
-    ) -> Slot:
+    ) -> ActorSlot:
         """Register an actor; it starts at `at_us`. Ids follow spawn order.
 
         `incarnation` > 0 starts it as restarted (`mastemu resume`: it lived
@@ -206,20 +167,20 @@ class Kernel:
             raise EmulatorInternalError(f"duplicate actor address {address!r}")
         if not self.network.has_host(host):
             raise EmulatorInternalError(f"actor {address!r} on unknown host {host!r}")
-        slot = Slot(len(self._actors) + 1, address, host, factory)
+        slot = ActorSlot(len(self._actors) + 1, address, host, factory)
         slot.incarnation = incarnation
         self._actors[address] = slot
         self._by_host.setdefault(host, []).append(slot)
         self.at(at_us, self._start, slot, incarnation > 0)
         return slot
 
-    def actor(self, address: str) -> Slot | None:
+    def actor(self, address: str) -> ActorSlot | None:
         return self._actors.get(address)
 
     def addresses(self) -> list[str]:
         return sorted(self._actors)
 
-    def instance(self, address: str) -> Actor | None:
+    def instance(self, address: str) -> Hosted | None:
         slot = self._actors.get(address)
         return slot.instance if slot else None
 
@@ -227,7 +188,7 @@ class Kernel:
         slot = self._actors.get(address)
         return slot is not None and slot.state not in (DOWN, EXITED)
 
-    def _start(self, slot: Slot, restart: bool) -> None:
+    def _start(self, slot: ActorSlot, restart: bool) -> None:
         if slot.state not in (DOWN, EXITED):
             return
         if not self.network.host_up(slot.host):
@@ -236,10 +197,8 @@ class Kernel:
             return
         slot.awaiting_host = False
         inst = slot.factory()
-        inst._kernel = self
-        inst._slot = slot
         slot.instance = inst
-        slot.coro = inst._main()
+        slot.coro = inst.attach(self, slot)
         slot.state = RUNNING
         self.tracer.record(
             self.now_us, "restart" if restart else "start", "", slot.address, "", slot.incarnation
@@ -260,7 +219,7 @@ class Kernel:
         if slot.state in (DOWN, EXITED):
             self.at(self.now_us, self._start, slot, True)
 
-    def _crash(self, slot: Slot, reason: str, restart_after_us: int | None) -> bool:
+    def _crash(self, slot: ActorSlot, reason: str, restart_after_us: int | None) -> bool:
         if slot.state == DOWN:
             return False
         coro = slot.coro
@@ -274,16 +233,14 @@ class Kernel:
         slot.incarnation += 1
         slot.wait_token += 1
         slot.paused_until_us = 0
-        for flow_id in sorted(slot.flows):
-            self._cancel_flow(flow_id)
-        slot.flows.clear()
+        self.flows.cancel_all(slot.address)
         self.crashes += 1
         self.tracer.record(self.now_us, "crash", "", slot.address, "", reason)
         if restart_after_us is not None:
             self.at(self.now_us + restart_after_us, self._start, slot, True)
         return True
 
-    def _crashed_by_error(self, slot: Slot, exc: BaseException) -> None:
+    def _crashed_by_error(self, slot: ActorSlot, exc: BaseException) -> None:
         # Only the type and message go into the trace: a traceback holds file
         # paths and memory addresses that differ between machines.
         reason = f"{type(exc).__name__}: {exc}"
@@ -306,7 +263,7 @@ class Kernel:
         self.tracer.record(self.now_us, "pause", "", slot.address, "", duration_us)
         self.at(end, self._unpause, slot, slot.incarnation)
 
-    def _unpause(self, slot: Slot, incarnation: int) -> None:
+    def _unpause(self, slot: ActorSlot, incarnation: int) -> None:
         if slot.incarnation != incarnation or slot.paused_until_us > self.now_us:
             return
         slot.paused_until_us = 0
@@ -319,7 +276,7 @@ class Kernel:
 
     # ------------------------------------------------------------------
     # messages
-    def next_corr(self, slot: Slot) -> int:
+    def next_corr(self, slot: ActorSlot) -> int:
         slot.corr_seq += 1
         return (slot.incarnation << 32) | slot.corr_seq
 
@@ -327,7 +284,7 @@ class Kernel:
         view = self._lease_view
         return view.leader_of(role, self.now_us) if view is not None else None
 
-    def send(self, src: Slot, dst: str, msg: Any, corr: int, reply_to: int) -> None:
+    def send(self, src: ActorSlot, dst: str, msg: Any, corr: int, reply_to: int) -> None:
         target = self._actors.get(dst)
         if target is None:
             holder = self.leader_of(dst)
@@ -368,7 +325,7 @@ class Kernel:
         self.drops += 1
         self.tracer.record(self.now_us, "drop", env.src, env.to, _type_name(env.msg), (reason, env))
 
-    def _deliver(self, slot: Slot, env: Envelope) -> None:
+    def _deliver(self, slot: ActorSlot, env: Envelope) -> None:
         state = slot.state
         if state in (DOWN, EXITED):
             self.trace_drop(env, "actor-down")
@@ -394,7 +351,7 @@ class Kernel:
         else:
             mailbox.append(env)
 
-    def _take(self, slot: Slot, reply_to: int | frozenset[int]) -> Envelope | None:
+    def _take(self, slot: ActorSlot, reply_to: int | frozenset[int]) -> Envelope | None:
         mailbox = slot.mailbox
         if not mailbox:
             return None
@@ -408,7 +365,7 @@ class Kernel:
 
     # ------------------------------------------------------------------
     # timers
-    def set_timer(self, slot: Slot, delay_us: int, msg: Any) -> int:
+    def set_timer(self, slot: ActorSlot, delay_us: int, msg: Any) -> int:
         slot.timer_seq += 1
         timer_id = slot.timer_seq
         slot.timers.add(timer_id)
@@ -426,8 +383,16 @@ class Kernel:
         )
         return timer_id
 
+    def cancel_timer(self, slot: ActorSlot, timer_id: int) -> None:
+        """Forget one of `slot`'s pending timers: its message is never delivered.
+
+        Nothing is traced: the heap entry stays and is skipped when it comes
+        due, exactly as a timer of a past incarnation is.
+        """
+        slot.timers.discard(timer_id)
+
     def _fire_timer(self, ev: tuple[Any, ...]) -> None:
-        slot: Slot = ev[4]
+        slot: ActorSlot = ev[4]
         incarnation, timer_id, msg = ev[5]
         if incarnation != slot.incarnation or timer_id not in slot.timers:
             return
@@ -446,7 +411,7 @@ class Kernel:
             slot.mailbox.append(env)
 
     def _wake(self, ev: tuple[Any, ...]) -> None:
-        slot: Slot = ev[4]
+        slot: ActorSlot = ev[4]
         if ev[5] != slot.wait_token:
             return
         if slot.paused_until_us:
@@ -462,7 +427,7 @@ class Kernel:
 
     # ------------------------------------------------------------------
     # the trampoline
-    def _step(self, slot: Slot, value: Any, exc: BaseException | None = None) -> None:
+    def _step(self, slot: ActorSlot, value: Any, exc: BaseException | None = None) -> None:
         coro = slot.coro
         slot.state = RUNNING
         while True:
@@ -509,7 +474,7 @@ class Kernel:
             self._crashed_by_error(slot, exc)
             return
 
-    def _wake_at(self, slot: Slot, t_us: int) -> None:
+    def _wake_at(self, slot: ActorSlot, t_us: int) -> None:
         # A wake-up is valid only while the actor still waits on the same park
         # (same token); any resumption in between makes it stale.
         slot.wait_token += 1
@@ -532,7 +497,7 @@ class Kernel:
             self._store_answered(slot, cmd, result, None)
 
     def _store_answered(
-        self, slot: Slot, cmd: StoreCall, result: Any, error: BaseException | None
+        self, slot: ActorSlot, cmd: StoreCall, result: Any, error: BaseException | None
     ) -> None:
         """Resume an actor with its store call's answer: at once, or late under a slow store.
 
@@ -550,7 +515,9 @@ class Kernel:
         self.tracer.record(self.now_us, "slow-store", slot.address, "", name, latency)
         self.at(self.now_us + latency, self._store_late, slot, slot.wait_token, result, error)
 
-    def _store_late(self, slot: Slot, token: int, result: Any, error: BaseException | None) -> None:
+    def _store_late(
+        self, slot: ActorSlot, token: int, result: Any, error: BaseException | None
+    ) -> None:
         if slot.wait_token != token or slot.state != WAIT_STORE:
             return  # the caller crashed meanwhile: the answer has nobody to go to
         if slot.paused_until_us > self.now_us:
@@ -560,128 +527,66 @@ class Kernel:
         self._step(slot, result, error)
 
     # ------------------------------------------------------------------
-    # bulk flows (fluid model)
+    # bulk flows (fluid model): owned by `self.flows`; these are what actors call
     def start_flow(
-        self, slot: Slot, src_region: str, dst_region: str, nbytes: int, qos: str = "default"
+        self, slot: ActorSlot, src_region: str, dst_region: str, nbytes: int, qos: str = "default"
     ) -> int:
-        fluid = self.network.fluid
-        self._flow_seq += 1
-        flow_id = self._flow_seq
-        fluid.start(flow_id, src_region, dst_region, nbytes, self.now_us, qos=qos)
-        self._flow_owner[flow_id] = (slot, slot.incarnation)
-        slot.flows.add(flow_id)
-        self.tracer.record(
-            self.now_us,
-            "flow",
-            slot.address,
-            "",
-            "start",
-            (flow_id, src_region, dst_region, nbytes, qos),
-        )
-        self.flows_changed()
-        return flow_id
+        return self.flows.start(slot.address, src_region, dst_region, nbytes, qos)
 
     def flow_progress(self, flow_id: int) -> tuple[int, int]:
-        return self.network.fluid.progress(flow_id, self.now_us)
+        return self.flows.progress(flow_id)
 
     def set_flow_rate_cap(self, flow_id: int, cap_bps: float | None) -> None:
-        if flow_id not in self._flow_owner:
-            return
-        self.network.fluid.set_rate_cap(flow_id, cap_bps, self.now_us)
-        self.tracer.record(self.now_us, "flow", "", "", "cap", (flow_id, cap_bps))
-        self.flows_changed()
+        self.flows.set_rate_cap(flow_id, cap_bps)
 
     def wan_capacity_bps(self, src_region: str, dst_region: str) -> float:
         """What one flow could get from `src` to `dst` alone now: its path's narrowest link."""
-        fluid = self.network.fluid
-        path = flow_path(src_region, dst_region)
-        if any(fluid.link_down(link) for link in path):
-            return 0.0
-        return min(fluid.capacity_bps(link) for link in path)
+        return self.flows.wan_capacity_bps(src_region, dst_region)
 
-    def cancel_flow(self, slot: Slot, flow_id: int) -> int:
-        slot.flows.discard(flow_id)
-        return self._cancel_flow(flow_id)
-
-    def _cancel_flow(self, flow_id: int) -> int:
-        if self._flow_owner.pop(flow_id, None) is None:
-            return 0
-        done = self.network.fluid.cancel(flow_id, self.now_us)
-        self.tracer.record(self.now_us, "flow", "", "", "cancel", (flow_id, done))
-        self.flows_changed()
-        return done
+    def cancel_flow(self, slot: ActorSlot, flow_id: int) -> int:
+        return self.flows.cancel(slot.address, flow_id)
 
     def flows_changed(self) -> None:
         """Reschedule the next completion check after any change of flows or links."""
-        self._flow_token += 1
-        nxt = self.network.fluid.next_completion_us()
-        if nxt is not None:
-            self.at(max(nxt, self.now_us), self._flow_check, self._flow_token)
-
-    def _flow_check(self, token: int) -> None:
-        if token != self._flow_token:
-            return
-        for flow_id in self.network.fluid.advance(self.now_us):
-            owner = self._flow_owner.pop(flow_id, None)
-            if owner is None:
-                continue
-            slot, _ = owner
-            slot.flows.discard(flow_id)
-            self.tracer.record(self.now_us, "flow", "", slot.address, "done", flow_id)
-            self.post(slot.address, FlowDone(flow_id))
-        self.flows_changed()
+        self.flows.changed()
 
     # ------------------------------------------------------------------
-    # hardware
+    # hardware: node state is owned by `self.hardware`; the actors on a host are the kernel's
     def set_host_state(self, node: str, up: bool) -> None:
         """Take a host or a whole subtree (rack, fault domain, region) down or up."""
-        changed = self.network.set_node_down(node, not up, self.now_us)
-        if not changed:
-            return
-        self._changed_nodes.add(node)
-        self.tracer.record(self.now_us, "fault", "", node, "up" if up else "down", None)
-        for host in sorted(self.network.hosts_under(node)):
-            for slot in self._by_host.get(host, ()):
-                if not up and slot.state not in (DOWN, EXITED):
-                    inst = slot.instance
-                    restartable = inst is None or type(inst).restart_on_host_up
-                    self._crash(slot, f"host {host} down", None)
-                    slot.awaiting_host = restartable
-                elif up and slot.awaiting_host and self.network.host_up(host):
-                    self.at(self.now_us, self._start, slot, True)
-        self.flows_changed()
-        for watcher in self.hardware_watchers:
-            self.post(watcher, HostUp(node) if up else HostDown(node))
+        self.hardware.set_state(node, up)
 
-    hardware_watchers: tuple[str, ...] = ()
+    def crash_actors_on(self, host: str) -> None:
+        """Crash every live actor on `host`, which just went down (`Hardware.set_state`).
+
+        Each waits for its host to come back and restarts then, unless its
+        kind says its work is meaningless after a host failure.
+        """
+        for slot in self._by_host.get(host, ()):
+            if slot.state not in (DOWN, EXITED):
+                inst = slot.instance
+                restartable = inst is None or type(inst).restart_on_host_up
+                self._crash(slot, f"host {host} down", None)
+                slot.awaiting_host = restartable
+
+    def restart_actors_on(self, host: str) -> None:
+        """Restart, now, the actors waiting for `host` if it is up (`Hardware.set_state`)."""
+        for slot in self._by_host.get(host, ()):
+            if slot.awaiting_host and self.network.host_up(host):
+                self.at(self.now_us, self._start, slot, True)
+
+    @property
+    def hardware_watchers(self) -> tuple[str, ...]:
+        """The actors told of every node going down or up (cluster managers, RAS)."""
+        return self.hardware.watchers
+
+    @hardware_watchers.setter
+    def hardware_watchers(self, watchers: tuple[str, ...]) -> None:
+        self.hardware.watchers = watchers
 
     def replay_hardware(self, address: str) -> int:
-        """Tell a hardware watcher the current state of every node that ever changed.
-
-        `set_host_state` tells watchers only of changes, and a watcher that was
-        down (or paused and then crashed, its mailbox lost) at that moment never
-        learns of them. So whenever a watcher starts, and when an instance
-        takes over its role (it ignored the news as a follower), it gets the
-        state again. The rule is the simplest one that is correct whatever the
-        watcher missed: for every node whose state changed at least once in
-        the run, `HostUp` if it is up now, then `HostDown` for every node down
-        now. Downs come after ups, so a host under both a node that came back
-        (a rack) and one still down (its machine) ends down. Watchers handle
-        both idempotently; the cost is bounded by the number of nodes faults
-        ever touched. Returns the number of messages posted.
-        """
-        if address not in self.hardware_watchers or not self._changed_nodes:
-            return 0
-        down = self.network.down
-        ups = sorted(self._changed_nodes - down)
-        for node in ups:
-            self.post(address, HostUp(node))
-        for node in sorted(down):
-            self.post(address, HostDown(node))
-        self.tracer.record(
-            self.now_us, "hardware-replay", "", address, "", {"up": ups, "down": sorted(down)}
-        )
-        return len(ups) + len(down)
+        """Tell a hardware watcher the current state of every changed node (`Hardware.replay`)."""
+        return self.hardware.replay(address)
 
     # ------------------------------------------------------------------
     # trace helpers

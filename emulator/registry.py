@@ -7,7 +7,6 @@ or a test calls `load_plugins()`.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -17,7 +16,9 @@ from typing import Any, ClassVar, Protocol
 import msgspec
 
 from emulator.actor import Actor
-from emulator.run.scenario import RegionSpec
+from emulator.errors import EmulatorInternalError
+from emulator.net.specs import RegionSpec
+from store.migrations import SchemaPart
 
 
 @dataclass
@@ -85,6 +86,8 @@ SYSTEMS: dict[str, System] = {}
 REPORTERS: dict[str, Reporter] = {}
 BENCHES: dict[str, Bench] = {}
 SCENARIO_DIRS: list[Path] = []
+# The systems' own tables, created in every run database after its own.
+SCHEMA_PARTS: dict[str, SchemaPart] = {}
 _loaded = False
 
 
@@ -108,24 +111,43 @@ def register_bench(name: str, bench: Bench) -> None:
     BENCHES[name] = bench
 
 
+def register_schema_part(part: SchemaPart) -> None:
+    known = SCHEMA_PARTS.get(part.name)
+    if known is not None and known != part:
+        raise ValueError(f"schema part {part.name!r} registered twice")
+    SCHEMA_PARTS[part.name] = part
+
+
+def schema_parts() -> tuple[SchemaPart, ...]:
+    """Every registered schema part, in name order (what `Store.open` creates for a run)."""
+    load_plugins()
+    return tuple(SCHEMA_PARTS[name] for name in sorted(SCHEMA_PARTS))
+
+
 def register_scenario_dir(path: Path) -> None:
     if path not in SCENARIO_DIRS:
         SCENARIO_DIRS.append(path)
 
 
 def load_plugins() -> None:
-    """Load every `mastemu.plugins` entry point once (falls back to `actors.plugin`)."""
+    """Load every `mastemu.plugins` entry point once.
+
+    The emulator never imports a system: systems, reporters, checkers and
+    scenario folders arrive only through entry points (mastemu's own through
+    `actors.plugin:register`), so a package that is not installed has none.
+    """
     global _loaded
     if _loaded:
         return
+    found = sorted(entry_points(group="mastemu.plugins"), key=lambda e: e.name)
+    if not found:
+        raise EmulatorInternalError(
+            "no mastemu.plugins entry point is installed: install the package "
+            '(pip install -e ".[test]") so that its systems are registered'
+        )
     _loaded = True
-    found = list(entry_points(group="mastemu.plugins"))
-    if found:
-        for ep in sorted(found, key=lambda e: e.name):
-            ep.load()()
-    else:
-        # Running from a source tree that was never installed.
-        importlib.import_module("actors.plugin").register()
+    for ep in found:
+        ep.load()()
 
 
 def builtin_scenarios() -> dict[str, Path]:

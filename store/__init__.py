@@ -1,4 +1,4 @@
-"""Persistence of an emulated run: one SQLite file per run (DESIGN §3).
+"""Persistence of an emulated run: one SQLite file per run (docs/design.md §3).
 
 Only this package writes SQL. It never imports `emulator` or `actors`.
 Modules: `db` (Store, transactions), `migrations` (schema), `runs` (run

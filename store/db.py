@@ -3,7 +3,7 @@
 A `Store` models the durable side of an emulated run: MAST's shared replicated
 database plus the run's trace and metrics. There is exactly one aiosqlite
 connection per run so that SQLite sees the same statements in the same order
-on every run (KERNEL-NOTES: a second connection lets thread completion order
+on every run (docs/kernel-notes.md: a second connection lets thread completion order
 leak into the trace).
 
 What must stay true:
@@ -28,15 +28,15 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
-from store.leases import Lease, LeaseView
-from store.migrations import APPLICATION_ID, MIGRATIONS
+from store.lease_view import Lease, LeaseView
+from store.migrations import APPLICATION_ID, LEGACY_PART, MIGRATIONS, SchemaPart
 
 MEMORY = ":memory:"
 
@@ -83,8 +83,11 @@ class Store:
     # -- lifecycle -------------------------------------------------------------
 
     @classmethod
-    async def open(cls, path: str | os.PathLike[str]) -> Store:
+    async def open(cls, path: str | os.PathLike[str], parts: Sequence[SchemaPart] = ()) -> Store:
         """Open (creating if needed) the run database at `path` and migrate it.
+
+        `parts` are the schema parts (a system's own tables) to create or
+        bring up to date as well; a reader of an existing database needs none.
 
         Raises StoreError if the file is not a mastemu run database or was
         written by a newer mastemu. `":memory:"` gives a private in-memory
@@ -102,6 +105,8 @@ class Store:
             await store._check_identity()
             await store._configure()
             await store._migrate()
+            for part in parts:
+                await store._migrate_part(part)
             await store._load_leases()
         except BaseException:
             # The worker thread must be stopped even when opening fails.
@@ -111,9 +116,11 @@ class Store:
 
     @classmethod
     @asynccontextmanager
-    async def open_ctx(cls, path: str | os.PathLike[str]) -> AsyncIterator[Store]:
+    async def open_ctx(
+        cls, path: str | os.PathLike[str], parts: Sequence[SchemaPart] = ()
+    ) -> AsyncIterator[Store]:
         """`async with Store.open_ctx(path) as store:` — closed on every exit."""
-        store = await cls.open(path)
+        store = await cls.open(path, parts)
         try:
             yield store
         finally:
@@ -319,7 +326,8 @@ class Store:
                 f"{self.path}: not a mastemu run database "
                 f"(application_id is {app_id:#x}, expected {APPLICATION_ID:#x})"
             )
-        if version > len(MIGRATIONS):
+        legacy = version > 1 and not await self._has_table("schema_parts")
+        if version > len(MIGRATIONS) and not legacy:
             raise StoreError(
                 f"{self.path}: schema version {version} is newer than this mastemu "
                 f"knows (up to {len(MIGRATIONS)}); open it with a newer mastemu"
@@ -337,16 +345,48 @@ class Store:
 
     async def _migrate(self) -> None:
         version = await self._pragma("user_version")
+        if version > 1 and not await self._has_table("schema_parts"):
+            # Written before schema parts: its scripts 2.. were MAST's.
+            await self._script(
+                "CREATE TABLE schema_parts (name TEXT PRIMARY KEY, "
+                "version INTEGER NOT NULL CHECK (version >= 0));\n"
+                f"INSERT INTO schema_parts VALUES ('{LEGACY_PART}', {version - 1});\n"
+                "PRAGMA user_version = 2;",
+                "version 2 (schema parts)",
+            )
+            version = 2
         for target, script in enumerate(MIGRATIONS[version:], start=version + 1):
-            # executescript would COMMIT any open transaction first, so the
-            # transaction is written into the script itself.
-            try:
-                await self.conn.executescript(
-                    f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {target};\nCOMMIT;"
-                )
-            except sqlite3.Error as e:
-                await self._rollback_if_open()
-                raise StoreError(f"{self.path}: migration to version {target} failed: {e}") from e
+            await self._script(f"{script}\nPRAGMA user_version = {target};", f"version {target}")
+
+    async def _migrate_part(self, part: SchemaPart) -> None:
+        row = await self.fetchone("SELECT version FROM schema_parts WHERE name = ?", (part.name,))
+        version = int(row[0]) if row else 0
+        if version > len(part.migrations):
+            raise StoreError(
+                f"{self.path}: the {part.name} tables are at version {version}, newer than "
+                f"this mastemu knows (up to {len(part.migrations)}); open it with a newer mastemu"
+            )
+        for target, script in enumerate(part.migrations[version:], start=version + 1):
+            await self._script(
+                f"{script}\nINSERT INTO schema_parts VALUES ('{part.name}', {target}) "
+                f"ON CONFLICT (name) DO UPDATE SET version = excluded.version;",
+                f"{part.name} version {target}",
+            )
+
+    async def _script(self, script: str, what: str) -> None:
+        # executescript would COMMIT any open transaction first, so the
+        # transaction is written into the script itself.
+        try:
+            await self.conn.executescript(f"BEGIN IMMEDIATE;\n{script}\nCOMMIT;")
+        except sqlite3.Error as e:
+            await self._rollback_if_open()
+            raise StoreError(f"{self.path}: migration to {what} failed: {e}") from e
+
+    async def _has_table(self, name: str) -> bool:
+        row = await self.fetchone(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+        )
+        return bool(row and row[0])
 
     async def _load_leases(self) -> None:
         rows = await self.fetchall("SELECT role, holder, epoch, expires_at_us FROM leases")

@@ -1,4 +1,4 @@
-"""Invariant checkers of the slow path (DESIGN.md §8, invariant 9).
+"""Invariant checkers of the slow path (docs/design.md §8, invariant 9).
 
 - `storage`: no region ever holds more table bytes than its warehouse
   capacity (MAST expression 4, a hard quota). A replica counts from the
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.checks.protocol import _FactsChecker
+from actors.checks.base import FactsChecker
 from emulator.trace import TraceEvent
 from store.mast.copies import DAY_US
 
 
-class StorageChecker(_FactsChecker):
+class StorageChecker(FactsChecker):
     name = "storage"
     _routes = {
         "migration.order": "on_order",
@@ -84,7 +84,7 @@ class StorageChecker(_FactsChecker):
         return []
 
 
-class MigrationCapChecker(_FactsChecker):
+class MigrationCapChecker(FactsChecker):
     name = "migration-cap"
     _routes = {"migration.progress": "on_bytes", "migration.done": "on_bytes"}
 
@@ -107,6 +107,3 @@ class MigrationCapChecker(_FactsChecker):
         if self.cap is not None and before <= self.cap < self.moved[day]:
             return [f"day {day}: {self.moved[day]:,} bytes moved, over the {self.cap:,}-byte cap"]
         return []
-
-
-CHECKERS = (StorageChecker, MigrationCapChecker)

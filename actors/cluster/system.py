@@ -50,9 +50,9 @@ from actors.policies.mast.registry import every_policy
 from actors.policies.registry import convert_params
 from emulator.actor import Actor
 from emulator.errors import InputError
+from emulator.net.specs import RegionSpec
 from emulator.registry import SystemBuild, actor_entry
 from emulator.rng import RngStreams
-from emulator.run.scenario import RegionSpec
 from emulator.units import Duration
 from store.mast import fleet, queue
 from store.mast.records import DynamicCluster, Machine, Tenant, WorkloadSpec

@@ -38,17 +38,16 @@ Jobs come back sorted by submit time (stable: file order among equals).
 from __future__ import annotations
 
 import csv
-import importlib
 import math
 import re
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Literal
 
 import msgspec
 
 from actors.cluster.workloads import DALLY_MODELS, GAVEL_MODELS, MODES, TIRESIAS_MODELS
+from actors.policies.cluster import perf_model as pm
 from actors.policies.cluster.api import TraceJob
 from emulator.errors import InputError
 from emulator.units import US_PER_S
@@ -153,29 +152,18 @@ def trace_error(path: str, line: int, column: str, reason: str) -> InputError:
 
 
 # ---- model names ---------------------------------------------------------------------
-def _perf_model() -> ModuleType | None:
-    """actors.policies.cluster.perf_model, which owns the model names, if it is there."""
-    try:
-        return importlib.import_module("actors.policies.cluster.perf_model")
-    except ModuleNotFoundError as exc:
-        if exc.name != "actors.policies.cluster.perf_model":
-            raise
-        return None  # importing traces does not need the performance model
-
-
 def model_key(name: str, fmt: TraceFormat = "tiresias") -> str:
     """The model key a trace's model name maps to: lower case, letters and digits only.
 
     A Shockwave job type loses its "(batch size N)" suffix first. perf_model's
-    aliases are honoured ("InceptionV3" → "inception3") when it is present.
+    aliases are honoured ("InceptionV3" → "inception3").
     """
     if fmt == "shockwave":
         name = _BATCH_SUFFIX.sub("", name)
     key = _NON_ALNUM.sub("", name.lower())
     if fmt == "shockwave":
         key = _SHOCKWAVE_MODEL_ALIASES.get(key, key)
-    pm = _perf_model()
-    if pm is None or key in pm.PROFILES:
+    if key in pm.PROFILES:
         return key
     prof = pm.profile(key)
     # An alias resolves to one of the table's own profile objects: find its key.
@@ -185,9 +173,7 @@ def model_key(name: str, fmt: TraceFormat = "tiresias") -> str:
 
 
 def _default_known_models() -> frozenset[str]:
-    pm = _perf_model()
-    table = frozenset(pm.PROFILES) if pm is not None else frozenset()
-    return table | set(TIRESIAS_MODELS + GAVEL_MODELS + DALLY_MODELS)
+    return frozenset(pm.PROFILES) | set(TIRESIAS_MODELS + GAVEL_MODELS + DALLY_MODELS)
 
 
 # ---- field parsing ---------------------------------------------------------------------

@@ -24,13 +24,10 @@ by then resolves to the leader.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from emulator.actor import Actor, on
 from emulator.commands import Envelope
-from emulator.sysmsg import Reliable
 from emulator.units import Duration
 from store import leases
 from store.mast.queue import Fence
@@ -133,7 +130,7 @@ class LeaseHolder(Actor):
             if self._started:
                 # A follower taking over ignored the hardware news meanwhile
                 # (a restarted watcher is told by the kernel when it starts).
-                self._kernel.replay_hardware(self.address)
+                self.replay_hardware()
         return fence if self.leading else None
 
     async def current_fence(self) -> Fence | None:
@@ -184,10 +181,7 @@ class LeaseHolder(Actor):
         self.keep_renewing()
         await self.take_lead()
 
-    def _plumbing(self, env: Envelope) -> Any:
+    def refuse_reliable(self, env: Envelope) -> str | None:
         # A reliable report routed here before the lease moved: unacknowledged,
         # it is resent to the role and reaches the leader (module docstring).
-        if type(env.msg) is Reliable and not self.leading:
-            self._kernel.trace_drop(env, "not-leader")
-            return None
-        return super()._plumbing(env)
+        return None if self.leading else "not-leader"

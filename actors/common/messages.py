@@ -1,19 +1,17 @@
-"""The MAST fast-path protocol: client → GMS → RMS auctions → CM → job agent.
+"""The protocol both systems share: a client's submissions, and a scheduler's plans
+to a cluster manager, which runs each job through its agent.
 
 Every message a leader sends carries its epoch, so a receiver can ignore a
-deposed leader. The flow of one dispatch:
+deposed leader. The part of one dispatch that crosses this protocol (MAST's
+auctions before it are in `actors/mast/messages.py`):
 
-1. The client enters a workload in the job-queue database and nudges the GMS.
-2. Each GMS-scan pass ranks the queue (⟨priority, credit⟩), announces
-   `ScanStart`, then opens one auction per workload in rank order.
-3. Every RMS answers `Bid` (a P_score) or `Abstain` (with a reason).
-4. The GMS commits the award (compare-and-set on the workload row) and then
-   sends `Award` to the winner and `Release` to the others.
-5. The winner sends one `ExecutePlan` per job to the job's cluster manager;
-   each CM preempts victims (checkpoint first), allocates, starts the job's
-   agent and answers `PlanResult`. All jobs start or none does (gang).
-6. The RMS reports `Dispatched` to the GMS; later `WorkloadEnded` (done,
-   preempted, failed) sends the workload out of the queue or back into it.
+1. The client enters a workload in the job-queue database and nudges the
+   scheduler's role (`Submitted`).
+2. The scheduler (MAST's winning RMS, or the cluster scheduler) sends one
+   `ExecutePlan` per job to the job's cluster manager; each CM preempts
+   victims (`StopJob`, checkpoint first), allocates, starts the job's agent
+   (`AgentStart`) and answers `PlanResult`. All jobs start or none does (gang).
+3. The CM reports `JobEnded` when a job finishes, fails or is preempted.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ import msgspec
 from actors.policies.cluster.api import BatchMode
 from store.mast.records import JobSpec
 
-AbstainReason = Literal["no_data", "no_hardware", "negative_cache", "unschedulable", "busy"]
 EndReason = Literal["done", "preempted", "failed", "aborted"]
 
 
@@ -38,85 +35,6 @@ class Submitted(Msg):
     """Client → GMS: a workload was entered in the queue; consider it at the next pass."""
 
     workload_id: str
-
-
-# ---- GMS → RMS ----------------------------------------------------------------
-class ScanStart(Msg):
-    """GMS → every RMS: a GMS-scan pass begins; reset the negative cache."""
-
-    scan: int
-    gms_epoch: int
-
-
-class ScanEnd(Msg):
-    """GMS → every RMS: the pass's dispatching is over."""
-
-    scan: int
-    gms_epoch: int
-
-
-class AuctionOpen(Msg):
-    """GMS → every RMS: bid for this workload before `deadline_us` or abstain."""
-
-    auction_id: int
-    gms_epoch: int
-    workload_id: str
-    priority: int
-    jobs: tuple[JobSpec, ...]
-    deadline_us: int
-
-
-class Award(Msg):
-    """GMS → winning RMS: the workload is yours (already committed in the queue)."""
-
-    auction_id: int
-    gms_epoch: int
-    workload_id: str
-
-
-class Release(Msg):
-    """GMS → losing RMSs: forget any tentative plan for this auction."""
-
-    auction_id: int
-    gms_epoch: int
-
-
-# ---- RMS → GMS ----------------------------------------------------------------
-class Bid(Msg):
-    """RMS → GMS: a placement plan exists here with this P_score."""
-
-    auction_id: int
-    region: str
-    score: float
-    preempts: bool
-    victims: int
-
-
-class Abstain(Msg):
-    """RMS → GMS: this region will not bid, and why."""
-
-    auction_id: int
-    region: str
-    reason: AbstainReason
-
-
-class Dispatched(Msg):
-    """RMS → GMS: every job of the workload started (ok) or none did."""
-
-    auction_id: int
-    workload_id: str
-    region: str
-    ok: bool
-    reason: str = ""
-
-
-class WorkloadEnded(Msg):
-    """RMS → GMS: a running workload finished, was preempted, or failed."""
-
-    workload_id: str
-    auction_id: int
-    region: str
-    reason: EndReason
 
 
 # ---- RMS ↔ CM -------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""The `leader-lease` demonstration: two candidates contend for one role's lease."""

@@ -1,76 +1,23 @@
-"""Empirical distributions given by a few percentiles, as MAST reports them.
+"""MAST's workload statistics as distributions given by a few percentiles.
 
-The MAST paper gives its workload statistics as p50/p90/p99 only. To sample
-from them we add a p0 and a p100 anchor and interpolate the inverse CDF
-log-linearly between neighbouring points: between (q1, v1) and (q2, v2) the
-value at q is `v1 · (v2/v1) ** ((q - q1) / (q2 - q1))`. Log-linear suits
-quantities that span orders of magnitude (20 minutes to 66 hours) and keeps
-every reported percentile exact: `quantile(0.5)` of the GPU-duration
-distribution is 20 minutes to the last bit, and a monotone rounding of a
-sample (whole GPUs, whole machines) keeps the reported percentiles too.
-
-The anchors are our choice, not the paper's; each preset below says why.
+The MAST paper gives its workload statistics as p50/p90/p99 only; each
+preset below adds a p0 and a p100 anchor and is sampled by log-linear
+interpolation of the inverse CDF (`actors.common.percentiles`, which says
+why that keeps every reported percentile exact). The anchors are our
+choice, not the paper's; each preset says why. The container setup time
+(MAST §5.5) is drawn by every cluster manager, so it is with them
+(`actors.common.cm.setup`).
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import math
-import random
-from dataclasses import dataclass
+
+from actors.common.percentiles import percentiles
 
 MINUTE_S = 60.0
 HOUR_S = 3600.0
 DAY_S = 86_400.0
-
-
-@dataclass(frozen=True, slots=True)
-class PercentileDistribution:
-    """Inverse-CDF sampler through `(quantile, value)` points, log-linear in between.
-
-    The points must start at quantile 0 and end at quantile 1, with strictly
-    increasing quantiles and positive, non-decreasing values.
-    """
-
-    points: tuple[tuple[float, float], ...]
-
-    def __post_init__(self) -> None:
-        pts = self.points
-        if len(pts) < 2:
-            raise ValueError("a percentile distribution needs at least the p0 and p100 points")
-        if pts[0][0] != 0.0 or pts[-1][0] != 1.0:
-            raise ValueError(f"points must run from quantile 0 to quantile 1, got {pts!r}")
-        for (q1, v1), (q2, v2) in itertools.pairwise(pts):
-            if not q1 < q2:
-                raise ValueError(f"quantiles must increase strictly: {q1} then {q2}")
-            if not (0.0 < v1 <= v2 and math.isfinite(v2)):
-                raise ValueError(f"values must be positive, finite, non-decreasing: {v1} then {v2}")
-
-    def quantile(self, q: float) -> float:
-        """The value below which a fraction `q` of samples fall (`q` in [0, 1])."""
-        if not 0.0 <= q <= 1.0:
-            raise ValueError(f"quantile must be in [0, 1], got {q}")
-        pts = self.points
-        i = bisect.bisect_right([p[0] for p in pts], q) - 1
-        if i >= len(pts) - 1:
-            return pts[-1][1]
-        (q1, v1), (q2, v2) = pts[i], pts[i + 1]
-        if q == q1:  # exact at every anchor, no floating-point detour
-            return v1
-        return v1 * (v2 / v1) ** ((q - q1) / (q2 - q1))
-
-    def sample(self, rng: random.Random) -> float:
-        """One draw: the quantile at a uniform random level (one `rng.random()` call)."""
-        return self.quantile(rng.random())
-
-
-def percentiles(
-    p0: float, p50: float, p90: float, p99: float, p100: float
-) -> PercentileDistribution:
-    """The common case: the paper's p50/p90/p99 between our p0/p100 anchors."""
-    return PercentileDistribution(((0.0, p0), (0.5, p50), (0.9, p90), (0.99, p99), (1.0, p100)))
-
 
 # MAST §5.1: machines (GPU + CPU) per workload, p50/p90/p99 = 72/180/205.
 # p0 = 1: the smallest workload is one GPU machine. p100 = 1,024: the largest
@@ -92,11 +39,6 @@ GPU_DURATION_S = percentiles(1 * MINUTE_S, 20 * MINUTE_S, 6.7 * HOUR_S, 66 * HOU
 # Same for CPU workloads, p50/p90/p99 = 38 min / 7.9 h / 38 h. p0 = 1 min;
 # p100 = 7 days (the CPU tail is shorter than the GPU tail in the paper).
 CPU_DURATION_S = percentiles(1 * MINUTE_S, 38 * MINUTE_S, 7.9 * HOUR_S, 38 * HOUR_S, 7 * DAY_S)
-
-# MAST §5.5: acquiring and setting up a workload's containers,
-# p50/p90/p99 = 150/278/449 s. p0 = 60 s (image pull and start of a warm
-# host); p100 = 900 s ("10 minutes or longer" for massive LLM jobs).
-SETUP_S = percentiles(60, 150, 278, 449, 900)
 
 # MAST §2, Fig. 3: distinct workloads per data partition, p50/p90/p99 =
 # 3/17/45. p0 = 1 (a table no workload reads is not in the figure); p100 =

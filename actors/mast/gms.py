@@ -34,19 +34,20 @@ import msgspec
 from msgspec import Meta
 
 from actors.common.leadership import LeaseHolder, LeaseTiming
-from actors.common.messages import (
+from actors.common.messages import Submitted
+from actors.mast.messages import (
     Abstain,
     AuctionOpen,
     Award,
     Bid,
+    DataRequest,
     Dispatched,
     Release,
+    ReplicaReady,
     ScanEnd,
     ScanStart,
-    Submitted,
     WorkloadEnded,
 )
-from actors.mast.messages import DataRequest, ReplicaReady
 from actors.policies.mast import ranking
 from actors.policies.mast.api import RoutingView
 from actors.policies.mast.credit import CreditParams
@@ -58,8 +59,8 @@ from emulator.errors import PolicyContractError
 from emulator.units import Duration
 from store import leases
 from store.mast import fleet, queue
-from store.mast.queue import QUEUED, QueueEntry
-from store.mast.records import GPUS_PER_MACHINE, WorkloadSpec
+from store.mast.queue import QUEUED
+from store.mast.records import GPUS_PER_MACHINE, QueueEntry, WorkloadSpec
 
 # A limit on auctions in flight: each holds machines in every bidding region.
 PIPELINE_MAX = 64

@@ -1,4 +1,17 @@
-"""The slow-path protocol: Tetris and the GMS order copies; the migration service reports.
+"""MAST's own protocols: the GMS's auctions over the RMSs, and the slow path's copies.
+
+The auctions (after the client's `Submitted`, `actors/common/messages.py`):
+
+1. Each GMS-scan pass ranks the queue (⟨priority, credit⟩), announces
+   `ScanStart`, then opens one auction per workload in rank order.
+2. Every RMS answers `Bid` (a P_score) or `Abstain` (with a reason).
+3. The GMS commits the award (compare-and-set on the workload row) and then
+   sends `Award` to the winner and `Release` to the others.
+4. The winner dispatches through the shared protocol (`ExecutePlan` to the
+   CMs), then reports `Dispatched` to the GMS; later `WorkloadEnded` (done,
+   preempted, failed) sends the workload out of the queue or back into it.
+
+The slow path: Tetris and the GMS order copies; the migration service reports.
 
 1. Tetris's daily pass sends `ReplicateOrders` (moves, DR, colocation and hot
    replicas) to the migration service; the GMS sends `DataRequest` for a
@@ -15,7 +28,94 @@ would leave a workload waiting for data forever.
 
 from __future__ import annotations
 
-from actors.common.messages import Msg
+from typing import Literal
+
+from actors.common.messages import EndReason, Msg
+from store.mast.records import JobSpec
+
+AbstainReason = Literal["no_data", "no_hardware", "negative_cache", "unschedulable", "busy"]
+
+
+# ---- GMS → RMS ----------------------------------------------------------------
+class ScanStart(Msg):
+    """GMS → every RMS: a GMS-scan pass begins; reset the negative cache."""
+
+    scan: int
+    gms_epoch: int
+
+
+class ScanEnd(Msg):
+    """GMS → every RMS: the pass's dispatching is over."""
+
+    scan: int
+    gms_epoch: int
+
+
+class AuctionOpen(Msg):
+    """GMS → every RMS: bid for this workload before `deadline_us` or abstain."""
+
+    auction_id: int
+    gms_epoch: int
+    workload_id: str
+    priority: int
+    jobs: tuple[JobSpec, ...]
+    deadline_us: int
+
+
+class Award(Msg):
+    """GMS → winning RMS: the workload is yours (already committed in the queue)."""
+
+    auction_id: int
+    gms_epoch: int
+    workload_id: str
+
+
+class Release(Msg):
+    """GMS → losing RMSs: forget any tentative plan for this auction."""
+
+    auction_id: int
+    gms_epoch: int
+
+
+# ---- RMS → GMS ----------------------------------------------------------------
+class Bid(Msg):
+    """RMS → GMS: a placement plan exists here with this P_score."""
+
+    auction_id: int
+    region: str
+    score: float
+    preempts: bool
+    victims: int
+
+
+class Abstain(Msg):
+    """RMS → GMS: this region will not bid, and why."""
+
+    auction_id: int
+    region: str
+    reason: AbstainReason
+
+
+class Dispatched(Msg):
+    """RMS → GMS: every job of the workload started (ok) or none did."""
+
+    auction_id: int
+    workload_id: str
+    region: str
+    ok: bool
+    reason: str = ""
+
+
+class WorkloadEnded(Msg):
+    """RMS → GMS: a running workload finished, was preempted, or failed."""
+
+    workload_id: str
+    auction_id: int
+    region: str
+    reason: EndReason
+
+
+# ---- the slow path -------------------------------------------------------------
 
 
 class CopyOrder(Msg, kw_only=True):

@@ -29,27 +29,16 @@ from actors.mast.messages import DataRequest, ReplicaReady, ReplicateOrders
 from actors.policies.mast.migration import (
     ActiveCopy,
     LinkCapacity,
-    MigrationParams,
+    MigrationSettings,
     MigrationSnapshot,
     plan_copies,
 )
 from actors.policies.mast.on_demand import plan_on_demand
 from emulator.actor import on
 from emulator.sysmsg import FlowDone
-from emulator.units import US_PER_S, Duration
+from emulator.units import US_PER_S
 from store.mast import catalog, copies, fleet
 from store.mast.copies import DAY_US, Copy
-
-
-class MigrationSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """`[system.migration]`: the service's knobs (`enabled` adds it to the run)."""
-
-    enabled: bool = False
-    # Bytes per emulated day across all copies (None: no cap).
-    daily_cap_bytes: int | None = None
-    tick: Duration = Duration(300_000_000)
-    policy: MigrationParams = MigrationParams()
-    qos: str = "background"
 
 
 class MigrationServiceParams(msgspec.Struct, frozen=True, kw_only=True):

@@ -31,23 +31,19 @@ from typing import Any
 
 import msgspec
 
-from actors.common.cm.ledger import ClusterView
+from actors.common.cm.ledger import ClusterLedger
 from actors.common.leadership import LeaseHolder, LeaseTiming
 from actors.common.membership import ClusterChanged
-from actors.common.messages import (
+from actors.common.messages import EndReason, ExecutePlan, JobEnded, PlanResult, StopJob
+from actors.mast.messages import (
     Abstain,
     AuctionOpen,
     Award,
     Bid,
     Dispatched,
-    EndReason,
-    ExecutePlan,
-    JobEnded,
-    PlanResult,
     Release,
     ScanEnd,
     ScanStart,
-    StopJob,
     WorkloadEnded,
 )
 from actors.policies.mast import negative_cache as ncache
@@ -122,7 +118,7 @@ class RegionalScheduler(LeaseHolder):
         self.tentative: dict[int, tuple[AuctionOpen, WorkloadPlan]] = {}
         self.dispatching: dict[int, Dispatch] = {}
         self.live: dict[str, Live] = {}
-        self.views: dict[str, ClusterView] = {}
+        self.views: dict[str, ClusterLedger] = {}
         self.ready: set[str] = set()
         self.gpu_types: set[str] = set()
         self.has_cpu = False
@@ -206,9 +202,9 @@ class RegionalScheduler(LeaseHolder):
         p = self.params
         # The new views start from the old ones (what did not change is not rebuilt).
         old = self.views
-        self.views: dict[str, ClusterView] = {}
+        self.views: dict[str, ClusterLedger] = {}
         for cluster in p.clusters:
-            self.views[cluster] = await ClusterView.fetch(self, cluster, old.get(cluster))
+            self.views[cluster] = await ClusterLedger.fetch(self, cluster, old.get(cluster))
         self.ready = await self.store(catalog.ready_tables, p.region)
         self._hardware()
         self._hold_again()
@@ -227,7 +223,7 @@ class RegionalScheduler(LeaseHolder):
         """
         old = self.views.get(msg.cluster)
         if old is not None:
-            self.views[msg.cluster] = await ClusterView.fetch(self, msg.cluster, old)
+            self.views[msg.cluster] = await ClusterLedger.fetch(self, msg.cluster, old)
             self._hardware()
             self._hold_again(msg.cluster)
 

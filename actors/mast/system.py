@@ -22,28 +22,26 @@ from actors.common.client import Client, ClientParams
 from actors.common.cm.manager import ClusterManager, CMParams
 from actors.common.leadership import LeaseTiming
 from actors.mast.gms import PIPELINE_MAX, GlobalScheduler, GMSParams
-from actors.mast.migration import MigrationService, MigrationServiceParams, MigrationSettings
+from actors.mast.migration import MigrationService, MigrationServiceParams
 from actors.mast.ras import RasSettings, check_settings, ras_addresses, ras_wiring
 from actors.mast.rms import RegionalScheduler, RMSParams
-from actors.mast.tetris import Tetris, TetrisActorParams, TetrisSettings, tetris_inputs
+from actors.mast.tetris import Tetris, TetrisActorParams, tetris_inputs
 from actors.mast.warehouse import build_warehouse
-from actors.mast.workload.generator import (
-    GeneratorParams,
-    generate,
-    load_for_world,
-    make_tenants,
-    read_csv_trace,
-)
+from actors.mast.workload.csv_trace import read_csv_trace
+from actors.mast.workload.generator import GeneratorParams, generate, load_for_world
+from actors.mast.workload.tenants import make_tenants
 from actors.mast.world import WorldModel, machines, preset, region_specs, static_clusters
 from actors.policies.mast import registry as mast_registry
 from actors.policies.mast.api import MastPolicy
 from actors.policies.mast.credit import CreditParams
+from actors.policies.mast.migration import MigrationSettings
 from actors.policies.mast.static_placement import colocate
+from actors.policies.mast.tetris.settings import TetrisSettings
 from emulator.actor import Actor
 from emulator.errors import InputError
+from emulator.net.specs import RegionSpec
 from emulator.registry import SystemBuild, actor_entry
 from emulator.rng import RngStreams
-from emulator.run.scenario import RegionSpec
 from emulator.units import Duration
 from store.mast import catalog, fleet, queue
 from store.mast.records import DataTable, Tenant, WorkloadSpec
@@ -96,7 +94,8 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     world_model: WorldModel | None = None
     tenant_list: list[Tenant] | None = None
     workload_list: list[WorkloadSpec] | None = None
-    # A CSV trace (format: `CSV_FORMAT` of actors.mast.workload), relative to the scenario file.
+    # A CSV trace (format: `actors.mast.workload.csv_trace.CSV_FORMAT`), relative to the
+    # scenario file.
     workload_csv: str | None = None
     table_list: list[DataTable] | None = None
     tenants: int = 12

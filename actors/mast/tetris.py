@@ -26,7 +26,7 @@ import msgspec
 
 from actors.common.leadership import LeaseHolder, LeaseTiming
 from actors.mast.messages import CopyOrder, ReplicaReady, ReplicateOrders
-from actors.mast.warehouse import Warehouse, WarehouseParams
+from actors.mast.warehouse import Warehouse
 from actors.mast.world import WorldModel
 from actors.policies.mast.tetris.cost import (
     TetrisJob,
@@ -38,22 +38,13 @@ from actors.policies.mast.tetris.cost import (
 from actors.policies.mast.tetris.metrics import placement_metrics
 from actors.policies.mast.tetris.plan import plan_tetris
 from actors.policies.mast.tetris.replicas import plan_replicas
+from actors.policies.mast.tetris.settings import TetrisSettings
 from emulator.actor import on
-from emulator.units import US_PER_S, Duration
+from emulator.units import US_PER_S
 from store.db import Store
 from store.events import store_event
 from store.mast import catalog
 from store.mast.records import GPUS_PER_MACHINE
-
-
-class TetrisSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """`[system.tetris]`: Tetris's schedule, its policy knobs and the warehouse model."""
-
-    enabled: bool = False
-    interval: Duration = Duration(86_400 * US_PER_S)
-    first_pass: Duration = Duration(600 * US_PER_S)
-    policy: TetrisParams = TetrisParams()
-    warehouse: WarehouseParams = WarehouseParams()
 
 
 class TetrisActorParams(msgspec.Struct, frozen=True, kw_only=True):

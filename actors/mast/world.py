@@ -28,7 +28,7 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
-from emulator.run.scenario import RegionSpec
+from emulator.net.specs import RegionSpec
 from store.mast.records import GPUS_PER_MACHINE, DynamicCluster, Machine
 
 Name = Annotated[str, Meta(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]

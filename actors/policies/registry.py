@@ -1,17 +1,17 @@
-"""What both policy families' registries share: policies by name, loaded lazily,
-and parameters validated with the path of a bad key.
+"""What both policy families' registries share: policies by name, and parameters
+validated with the path of a bad key.
 
-A family (`cluster_registry`, `mast_registry`) keeps one `NamedRegistry`
-over its policy modules; each module registers its policies on import, and
-the modules are imported on the first lookup, so that importing a registry
-never imports every policy.
+A family (`cluster/registry.py`, `mast/registry.py`) keeps one
+`NamedRegistry` whose built-in policies are listed in one function of that
+registry module, called on the first lookup. Policy modules never register
+themselves: importing one has no effect on any registry. A test (or a
+user's plugin) adds its own with `register`.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
@@ -31,9 +31,9 @@ _UNKNOWN_KEY = re.compile(r"Object contains unknown field `(.*)`", re.S)
 class NamedRegistry(Generic[P]):
     """The policies of one family (`family` names it in messages)."""
 
-    def __init__(self, family: str, modules: tuple[str, ...]) -> None:
+    def __init__(self, family: str, builtins: Callable[[], Iterable[P]]) -> None:
         self.family = family
-        self.modules = modules
+        self._builtins = builtins
         self._policies: dict[str, P] = {}
         self._loaded = False
 
@@ -52,8 +52,8 @@ class NamedRegistry(Generic[P]):
     def _load(self) -> None:
         if not self._loaded:
             self._loaded = True
-            for module in self.modules:
-                importlib.import_module(module)
+            for policy in self._builtins():
+                self.register(policy)
 
     def names(self) -> list[str]:
         """Every registered name, sorted."""

@@ -17,9 +17,9 @@ import random
 from dataclasses import dataclass
 
 from emulator.net.flows import FluidNetwork
+from emulator.net.specs import NetworkSpec, RegionSpec
 from emulator.net.topology import Topology
 from emulator.rng import RngStreams
-from emulator.run.scenario import NetworkSpec, RegionSpec
 from emulator.units import MS
 
 GBPS_TO_BYTES = 1e9 / 8

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import networkx as nx
 
 if TYPE_CHECKING:
-    from emulator.run.scenario import RegionSpec
+    from emulator.net.specs import RegionSpec
 
 
 @dataclass(frozen=True, slots=True)

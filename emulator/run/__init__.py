@@ -1,0 +1,1 @@
+"""Running scenarios: parse, run, resume, replay, sweep over seeds, shrink, benchmark."""

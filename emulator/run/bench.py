@@ -22,8 +22,8 @@ import msgspec
 from emulator.actor import Actor, on
 from emulator.kernel import Kernel, KernelOptions
 from emulator.net.network import build_network
+from emulator.net.specs import NetworkSpec, RegionSpec
 from emulator.rng import RngStreams
-from emulator.run.scenario import NetworkSpec, RegionSpec
 from emulator.trace import Tracer
 from emulator.units import MS, S
 

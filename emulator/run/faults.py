@@ -81,9 +81,17 @@ class FaultInjector:
         # always picks the same instances.
         self._pick = kernel.rng.stream("fault-targets")
 
-    def schedule(self, faults: list[Fault]) -> None:
+    def schedule(self, faults: list[Fault], *, after_us: int | None = None) -> None:
+        """Make `faults` kernel events at their times, each numbered by its place in `faults`.
+
+        With `after_us` (a resumed run) only the faults later than that
+        instant are scheduled, still numbered as in the whole list: the index
+        is part of a crash fault's trace event, so it must be the one the
+        uninterrupted run gave it.
+        """
         for index, fault in enumerate(faults):
-            self.kernel.at(int(fault.at), self._fire, fault, index)
+            if after_us is None or int(fault.at) > after_us:
+                self.kernel.at(int(fault.at), self._fire, fault, index)
 
     def _trace(self, phase: str, action: str, detail: object) -> None:
         self.kernel.trace_event("fault", "", "", f"{action}.{phase}", detail)

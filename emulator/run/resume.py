@@ -53,9 +53,6 @@ one, which the preemption checker excuses for attempts that began before a
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,11 +66,12 @@ from emulator.invariants import Checker, OnlineChecking, make_checkers
 from emulator.kernel import Kernel
 from emulator.net.network import build_network
 from emulator.pacing import Pacer
+from emulator.registry import schema_parts
 from emulator.rng import RngStreams
 from emulator.run.faults import FaultInjector, fault_index
 from emulator.run.runner import (
     FaultSchedule,
-    Plan,
+    RunPlan,
     RunResult,
     arm_kill_switch,
     build_system,
@@ -240,7 +238,7 @@ async def _open_run(db: Path) -> tuple[Store, RunMeta]:
     if db.stat().st_size == 0:
         raise InputError(str(db), "", "empty file: not a mastemu run database")
     try:
-        store = await Store.open(db)
+        store = await Store.open(db, schema_parts())
     except StoreError as error:
         raise InputError(str(db), "", str(error).removeprefix(f"{db}: ")) from None
     try:
@@ -258,18 +256,6 @@ def _is_actor_fault(fault: Fault) -> bool:
     # Actor faults name a target. They are not replayed: every actor restarts
     # at the resume point, and `actor_windows` carries their open windows over.
     return hasattr(fault, "target")
-
-
-def _schedule_after(injector: FaultInjector, faults: list[Fault], after_us: int) -> None:
-    """Schedule the faults later than `after_us`, numbered as in the whole list.
-
-    The index is part of a crash fault's trace event, so it must be the one
-    the uninterrupted run would have used (`FaultInjector.schedule` numbers
-    from 0 whatever it is given).
-    """
-    for index, fault in enumerate(faults):
-        if int(fault.at) > after_us:
-            injector.kernel.at(int(fault.at), injector._fire, fault, index)
 
 
 @dataclass(frozen=True)
@@ -497,7 +483,7 @@ async def resume(
 
 async def _restart(
     store: Store,
-    plan: Plan,
+    plan: RunPlan,
     meta: RunMeta,
     tracer: ContinuedTracer,
     checkers: list[Checker],
@@ -562,48 +548,9 @@ async def _restart(
     if build is not None:
         kernel.hardware_watchers = build.hardware_watchers
     injector = ResumedFaults(kernel)
-    _schedule_after(injector, faults.scenario, resume_us)
-    _schedule_after(injector, faults.nemesis, resume_us)
+    injector.schedule(faults.scenario, after_us=resume_us)
+    injector.schedule(faults.nemesis, after_us=resume_us)
     injector.carry(windows, prefix.fault_crashed, resume_us)
     if faults.heal_at_us is not None and faults.heal_at_us > resume_us:
         kernel.at(faults.heal_at_us, injector.final_heal)
     return Restarted(kernel, checking, (past, injector))
-
-
-# ---- the command -------------------------------------------------------------
-def command(args: argparse.Namespace) -> int:
-    """`mastemu resume RUN.db [--until T] [--speed X]`; exit codes as for `run`."""
-    from emulator.cli.main import (
-        EXIT_INTERRUPTED,
-        EXIT_OK,
-        EXIT_VIOLATION,
-        _print_summary,
-        _progress,
-    )
-
-    db: Path = args.db
-    meta = asyncio.run(read_meta(db))
-    if meta.status in FINISHED:
-        at = format_us(meta.end_t_us) if meta.end_t_us is not None else "its end"
-        print(f"{db}: the run already finished ({meta.status} at {at}); nothing to resume")
-        return EXIT_OK
-    scenario = decode_scenario(meta.scenario_text, f"{db} (stored scenario)")
-    print(f"resuming: {db}  scenario: {meta.scenario_name}  seed: {meta.seed}  ({meta.status})")
-    show = not args.no_progress and sys.stderr.isatty()
-    with _progress(show, run_end_us(scenario, args.until)) as progress:
-        outcome = asyncio.run(
-            resume(
-                db,
-                until_us=args.until,
-                speed=args.speed,
-                progress=progress,
-                handle_signals=True,
-            )
-        )
-    if isinstance(outcome, AlreadyFinished):  # finished between the two reads
-        print(f"{db}: the run already finished ({outcome.status}); nothing to resume")
-        return EXIT_OK
-    _print_summary(outcome, outcome.scenario)
-    if outcome.status == "interrupted":
-        return EXIT_INTERRUPTED
-    return EXIT_VIOLATION if outcome.violations else EXIT_OK

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,21 +34,24 @@ from emulator.errors import InputError
 from emulator.invariants import OnlineChecking, make_checkers
 from emulator.kernel import Kernel, KernelOptions
 from emulator.net.network import Network, build_network
+from emulator.net.specs import WorldSpec
 from emulator.net.topology import Topology
 from emulator.pacing import Pacer
-from emulator.registry import ACTOR_KINDS, SYSTEMS, System, SystemBuild, load_plugins
+from emulator.registry import (
+    ACTOR_KINDS,
+    SYSTEMS,
+    System,
+    SystemBuild,
+    load_plugins,
+    schema_parts,
+)
 from emulator.rng import RngStreams
 from emulator.run.faults import FaultInjector, nemesis_schedule
-from emulator.run.scenario import (
-    Fault,
-    Scenario,
-    WorldSpec,
-    check_references,
-    decode_params,
-)
+from emulator.run.scenario import Fault, Scenario, check_references, decode_params
 from emulator.trace import Tracer
 from emulator.units import parse_duration_us
 from store import Store
+from store.migrations import APPLICATION_ID
 from store.runs import RunMeta, finish_run, put_run_meta, record_violation
 from store.trace import MetricWriter, TraceWriter
 
@@ -81,7 +85,7 @@ class RunResult:
 
 
 @dataclass
-class Plan:
+class RunPlan:
     """A validated scenario, ready to run: actor factories resolved, params decoded."""
 
     scenario: Scenario
@@ -93,7 +97,7 @@ class Plan:
     system_params: Any = None
 
 
-def plan_run(scenario: Scenario, text: str, source: str) -> Plan:
+def plan_run(scenario: Scenario, text: str, source: str) -> RunPlan:
     """Resolve the system, actor kinds, parameters and invariant names.
 
     Raises InputError naming the key path if anything is wrong.
@@ -123,7 +127,7 @@ def plan_run(scenario: Scenario, text: str, source: str) -> Plan:
             raise InputError(
                 source, f"invariants.enabled[{i}]", f"unknown invariant {name!r}"
             ) from None
-    return Plan(scenario, text, source, actors, sorted(roles), system, system_params)
+    return RunPlan(scenario, text, source, actors, sorted(roles), system, system_params)
 
 
 def _plan_system(scenario: Scenario, source: str) -> tuple[System | None, Any, Scenario]:
@@ -161,13 +165,29 @@ def _factory(cls: type[Actor], address: str, params: Any) -> Callable[[], Actor]
     return lambda: cls(address, params)
 
 
+def check_replaceable(out: Path) -> None:
+    """A run deletes the file at `out` first: refuse unless it is an old run database."""
+    if out.is_dir():
+        raise InputError(str(out), "", "is a directory, not a run database")
+    if not out.is_file() or out.stat().st_size == 0:
+        return
+    app_id = None
+    # Read-only, and through SQLite itself: a killed run's header lives in its WAL.
+    with contextlib.suppress(sqlite3.Error):
+        uri = out.resolve().as_uri() + "?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    if app_id != APPLICATION_ID:
+        raise InputError(str(out), "", "exists and is not a mastemu run database; not replacing it")
+
+
 def remove_run_files(out: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         Path(str(out) + suffix).unlink(missing_ok=True)
 
 
 async def execute(
-    plan: Plan,
+    plan: RunPlan,
     *,
     seed: int,
     out: Path,
@@ -182,7 +202,7 @@ async def execute(
     end_us = run_end_us(scenario, until_us)
     remove_run_files(out)
     wall0 = time.perf_counter()
-    async with Store.open_ctx(out) as store:
+    async with Store.open_ctx(out, schema_parts()) as store:
         await put_run_meta(
             store,
             RunMeta(
@@ -266,7 +286,7 @@ def make_kernel(
     )
 
 
-def build_system(plan: Plan, seed: int) -> SystemBuild | None:
+def build_system(plan: RunPlan, seed: int) -> SystemBuild | None:
     """The system's actors and setup for this seed (a pure function of both)."""
     if plan.system is None:
         return None
@@ -289,7 +309,7 @@ class FaultSchedule:
     heal_at_us: int | None
 
 
-def fault_schedule(plan: Plan, seed: int, roles: list[str], topology: Topology) -> FaultSchedule:
+def fault_schedule(plan: RunPlan, seed: int, roles: list[str], topology: Topology) -> FaultSchedule:
     """The run's faults; the nemesis draws from the run seed's `faults` stream."""
     scenario = plan.scenario
     if not scenario.nemesis.enabled:
@@ -372,7 +392,7 @@ async def drive(
 
 
 def run_result(
-    plan: Plan,
+    plan: RunPlan,
     seed: int,
     out: Path,
     kernel: Kernel,

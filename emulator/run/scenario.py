@@ -20,6 +20,13 @@ import msgspec
 from msgspec import Meta
 
 from emulator.errors import InputError
+from emulator.net.specs import (
+    Name,
+    NetworkSpec,
+    Probability,
+    Spec,
+    WorldSpec,
+)
 from emulator.net.topology import iter_nodes
 from emulator.units import DURATION_DOC, Duration, S, decode_duration, duration_schema
 
@@ -37,52 +44,6 @@ def _schema_hook(type_: type) -> dict[str, Any]:
     if type_ is Duration:
         return duration_schema()
     raise NotImplementedError
-
-
-Name = Annotated[str, Meta(min_length=1, max_length=200)]
-Count = Annotated[int, Meta(ge=0, le=100_000)]
-Probability = Annotated[float, Meta(ge=0.0, le=1.0)]
-PositiveMs = Annotated[float, Meta(gt=0.0, le=60_000.0)]
-Gbps = Annotated[float, Meta(gt=0.0, le=1e6)]
-
-
-class Spec(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    """Base of every scenario section: unknown keys are errors."""
-
-
-# ---- world and network -------------------------------------------------
-class RegionSpec(Spec, kw_only=True):
-    name: Name
-    datacenters: Annotated[int, Meta(ge=1, le=64)] = 1
-    fault_domains: Annotated[int, Meta(ge=1, le=64)] = 2
-    racks: Annotated[int, Meta(ge=1, le=10_000)] = 2
-    machines: Annotated[int, Meta(ge=0, le=10_000)] = 2
-    control_hosts: Annotated[int, Meta(ge=1, le=16)] = 2
-    wan_egress_gbps: Gbps = 400.0
-    wan_ingress_gbps: Gbps = 400.0
-
-
-class WorldSpec(Spec, kw_only=True):
-    regions: Annotated[list[RegionSpec], Meta(min_length=1, max_length=256)]
-
-
-class RegionPairSpec(Spec, kw_only=True):
-    a: Name
-    b: Name
-    latency_ms: PositiveMs | None = None
-    bandwidth_gbps: Gbps | None = None
-
-
-class NetworkSpec(Spec, kw_only=True):
-    same_host_ms: PositiveMs = 0.01
-    same_rack_ms: PositiveMs = 0.05
-    same_dc_ms: PositiveMs = 0.5
-    cross_dc_ms: PositiveMs = 2.0
-    cross_region_ms_min: PositiveMs = 30.0
-    cross_region_ms_max: PositiveMs = 150.0
-    jitter_fraction: Annotated[float, Meta(ge=0.0, le=10.0)] = 0.1
-    wan_pair_gbps: Gbps = 100.0
-    region_pairs: list[RegionPairSpec] = []
 
 
 # ---- actors ------------------------------------------------------------
@@ -344,6 +305,20 @@ def load_scenario_file(path: str | Path) -> tuple[Scenario, str]:
     except (OSError, UnicodeDecodeError) as error:
         raise InputError(str(p), "", f"cannot read: {error}") from None
     return decode_scenario(text, str(p)), text
+
+
+def resolve_scenario(ref: str) -> tuple[Scenario, str, str]:
+    """A built-in scenario's name or a file path -> (scenario, its text, its source)."""
+    from emulator.registry import builtin_scenarios
+
+    path = Path(ref)
+    if not path.is_file():
+        builtin = builtin_scenarios().get(ref)
+        if builtin is None:
+            raise InputError(ref, "", "no such file or built-in scenario (see `mastemu list`)")
+        path = builtin
+    scenario, text = load_scenario_file(path)
+    return scenario, text, str(path)
 
 
 def scenario_json_schema() -> dict[str, Any]:

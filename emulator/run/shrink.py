@@ -21,7 +21,6 @@ once more exactly as `mastemu run FILE` runs it.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import functools
 import json
@@ -280,21 +279,31 @@ def run_text(text: str, source: str, seed: int, workdir: Path) -> set[str]:
 
 
 # ---- the command ----------------------------------------------------------------------
-def command(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """`mastemu shrink`: exit 0 when a reproducer was written, 1 if there was nothing to shrink."""
+def shrink_run(
+    db: Path,
+    *,
+    invariant: str | None = None,
+    target: Path | None = None,
+    runs_max: int = 200,
+    out: TextIO | None = None,
+) -> int:
+    """Shrink the failing run `db` into `target` (default RUN.min.toml), telling `out` how.
+
+    Returns EXIT_WRITTEN (0) when a reproducer was written, EXIT_NOTHING_TO_SHRINK
+    (1) when there was nothing to shrink; bad input raises InputError.
+    """
     out = out or sys.stdout
-    db: Path = args.db
     meta, violations = asyncio.run(read_run(db))
     if not violations:
         print(f"{db}: the run ({meta.status}) violated no invariant: nothing to shrink", file=out)
         return EXIT_NOTHING_TO_SHRINK
-    invariant = args.invariant or violations[0][2]
+    invariant = invariant or violations[0][2]
     if invariant not in {v[2] for v in violations}:
         found = ", ".join(sorted({v[2] for v in violations}))
         raise InputError("--invariant", "", f"{invariant!r} was not violated (found: {found})")
     source = f"{db} (stored scenario)"
     raw = parse_raw(meta.scenario_text, source)
-    target = args.out or db.with_suffix(".min.toml")
+    target = target or db.with_suffix(".min.toml")
     if target.is_dir():
         raise InputError(str(target), "", "is a directory")
     plan = _plan(raw, meta.scenario_text, source)
@@ -306,7 +315,7 @@ def command(args: argparse.Namespace, out: TextIO | None = None) -> int:
         file=out,
     )
     with tempfile.TemporaryDirectory(prefix="mastemu-shrink-") as tmp:
-        shrinker = Shrinker(raw, schedule, meta.seed, invariant, Path(tmp), args.runs_max, out)
+        shrinker = Shrinker(raw, schedule, meta.seed, invariant, Path(tmp), runs_max, out)
         if not shrinker.fails(everything):
             print(
                 f"{db}: the materialised schedule no longer violates {invariant} "

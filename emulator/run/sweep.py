@@ -14,10 +14,7 @@ with the pseudo-invariant `internal-error`, never a traceback of the sweep.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import multiprocessing
-import os
 import shutil
 import sys
 import tempfile
@@ -27,7 +24,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
+
+from emulator.errors import InputError
+from emulator.run.runner import check_replaceable, execute, plan_run, remove_run_files
+from emulator.run.scenario import resolve_scenario
 
 # A sweep is a batch job: refuse ranges that would take days by mistake.
 SEEDS_MAX = 100_000
@@ -127,33 +128,34 @@ class SweepResult:
         }
 
 
-# ---- argument types ------------------------------------------------------------
+# ---- what a sweep may be asked for -----------------------------------------------
 def seed_range(text: str) -> range:
-    """`A-B` (inclusive) or a single seed `N`, as argparse reads `--seeds`."""
+    """`A-B` (inclusive) or a single seed `N`; InputError says what is wrong."""
     first, dash, last = text.strip().partition("-")
     try:
         a = int(first)
         b = int(last) if dash else a
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected A-B or N with non-negative integers, got {text!r}"
+        raise InputError(
+            "--seeds", "", f"expected A-B or N with non-negative integers, got {text!r}"
         ) from None
     if not (0 <= a <= SEED_MAX and 0 <= b <= SEED_MAX):
-        raise argparse.ArgumentTypeError(f"seeds must be between 0 and 2**63-1, got {text!r}")
+        raise InputError("--seeds", "", f"seeds must be between 0 and 2**63-1, got {text!r}")
     if a > b:
-        raise argparse.ArgumentTypeError(f"empty range {text!r}: the first seed is after the last")
+        raise InputError("--seeds", "", f"empty range {text!r}: the first seed is after the last")
     if b - a + 1 > SEEDS_MAX:
-        raise argparse.ArgumentTypeError(f"{b - a + 1:,} seeds; at most {SEEDS_MAX:,} per sweep")
+        raise InputError("--seeds", "", f"{b - a + 1:,} seeds; at most {SEEDS_MAX:,} per sweep")
     return range(a, b + 1)
 
 
 def job_count(text: str) -> int:
+    """A number of worker processes, 1 to 1024."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        raise InputError("--jobs", "", f"not an integer: {text!r}") from None
     if not 1 <= value <= 1024:
-        raise argparse.ArgumentTypeError("must be between 1 and 1024")
+        raise InputError("--jobs", "", "must be between 1 and 1024")
     return value
 
 
@@ -161,9 +163,6 @@ def job_count(text: str) -> int:
 def run_seed(ref: str, seed: int, workdir: str) -> SeedRun:
     """Run `ref` with `seed` as `mastemu run` does; delete the database unless it failed."""
     import asyncio
-
-    from emulator.cli.main import resolve_scenario
-    from emulator.run.runner import execute, plan_run, remove_run_files
 
     wall0 = time.perf_counter()
     out = Path(workdir) / f"seed-{seed}.db"
@@ -216,9 +215,6 @@ def sweep(
 
     Raises InputError (bad input) before any worker starts.
     """
-    from emulator.cli.main import resolve_scenario
-    from emulator.run.runner import plan_run
-
     scenario, text, source = resolve_scenario(ref)
     plan_run(scenario, text, source)  # bad input fails here, once, not in every worker
     result = SweepResult(scenario.name, ref)
@@ -284,10 +280,8 @@ def _outcome(seed: int, future: Future[SeedRun]) -> SeedRun:
 
 def _keep(run: SeedRun, db: Path, dest: Path) -> SeedRun:
     """Move a failing run's database (with any WAL files) to `dest`."""
-    from emulator.cli.main import _check_replaceable
-
     try:
-        _check_replaceable(dest)
+        check_replaceable(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)
         for suffix in ("", "-wal", "-shm"):
             Path(str(dest) + suffix).unlink(missing_ok=True)
@@ -334,31 +328,3 @@ def summary_lines(result: SweepResult) -> list[str]:
     if failing:
         lines.append(f"failing seeds: {', '.join(failing)}")
     return lines
-
-
-def command(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """`mastemu sweep`: exit 1 if any seed violated an invariant or crashed, else 0."""
-    import json
-
-    out = out or sys.stdout
-    # With --json, stdout carries only the JSON object; progress goes to stderr.
-    progress = sys.stderr if args.json else out
-    jobs = args.jobs or os.cpu_count() or 1
-    seeds: range = args.seeds
-    print(
-        f"sweep: {args.scenario}  seeds {seeds.start}-{seeds.stop - 1}  jobs {jobs}",
-        file=progress,
-    )
-
-    def show(run: SeedRun) -> None:
-        for line in seed_lines(run, f"mastemu run {args.scenario} --seed {run.seed}"):
-            print(line, file=progress)
-        with contextlib.suppress(OSError):
-            progress.flush()
-
-    result = sweep(args.scenario, seeds, jobs=jobs, keep_dir=args.keep_dir, on_result=show)
-    for line in summary_lines(result):
-        print(line, file=progress)
-    if args.json:
-        print(json.dumps(result.to_json(), sort_keys=True), file=out)
-    return 1 if result.violations else 0

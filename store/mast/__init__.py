@@ -1,0 +1,1 @@
+"""MAST's shared database: its schema, records, and repositories (queue, fleet, catalog, copies)."""

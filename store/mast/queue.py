@@ -16,7 +16,7 @@ import msgspec
 
 from store.db import Store
 from store.events import store_event
-from store.mast.records import Tenant, WorkloadSpec
+from store.mast.records import QueueEntry, Tenant, WorkloadSpec
 
 QUEUED = ("PENDING", "WAITING", "WAITING_DATA")
 STATES = (*QUEUED, "DISPATCHING", "RUNNING", "DONE", "FAILED")
@@ -40,27 +40,6 @@ class Fence(msgspec.Struct, frozen=True):
 
     def params(self, now_us: int) -> dict[str, Any]:
         return {"role": self.role, "holder": self.holder, "epoch": self.epoch, "now": now_us}
-
-
-class QueueEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """A workload's row in the queue."""
-
-    id: str
-    tenant: str
-    state: str
-    priority: int
-    credit: float
-    within_quota: bool
-    region: str | None
-    auction_id: int | None
-    gms_epoch: int | None
-    submitted_us: int
-    queued_us: int
-    attempts: int
-    preemptions: int
-    started_us: int | None
-    finished_us: int | None
-    version: int
 
 
 _COLUMNS = (

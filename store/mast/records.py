@@ -1,9 +1,10 @@
 """Records of MAST's shared replicated database: tenants, workloads, hardware, data.
 
 These frozen Structs are what the store's repository functions take and
-return, what the workload generator produces, and what actors turn into
-policy snapshots. They live in `store` because the store owns the schema and
-must not import the emulated system.
+return (a workload's row in the queue, `QueueEntry`, included), what the
+workload generator produces, and what actors turn into policy snapshots.
+They live in `store` because the store owns the schema and must not import
+the emulated system.
 
 Conventions: time in integer microseconds of emulated time (`_us`), sizes in
 bytes, priorities as integers where 0 is the highest and `PRIORITY_LOWEST`
@@ -108,3 +109,24 @@ class DataTable(Record, kw_only=True):
     size_bytes: int
     home_region: str
     replicas: tuple[str, ...] = ()
+
+
+class QueueEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """A workload's row in the queue."""
+
+    id: str
+    tenant: str
+    state: str
+    priority: int
+    credit: float
+    within_quota: bool
+    region: str | None
+    auction_id: int | None
+    gms_epoch: int | None
+    submitted_us: int
+    queued_us: int
+    attempts: int
+    preemptions: int
+    started_us: int | None
+    finished_us: int | None
+    version: int

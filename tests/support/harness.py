@@ -8,8 +8,8 @@ from typing import Any
 from emulator.actor import Actor
 from emulator.kernel import Kernel, KernelOptions
 from emulator.net.network import build_network
+from emulator.net.specs import NetworkSpec, RegionSpec
 from emulator.rng import RngStreams
-from emulator.run.scenario import NetworkSpec, RegionSpec
 from emulator.trace import TraceEvent, Tracer
 
 REGIONS = ("east", "west", "south")

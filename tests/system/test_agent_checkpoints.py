@@ -12,23 +12,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from emulator.trace import TraceEvent
-from tests.system.test_mast_scenarios import (
-    MIN,
-    job,
-    preemption_story,
-    run,
-    scenario,
-    store_events,
-    workload,
-)
+from emulator.units import MIN
+from tests.support.dsl import job, preemption_story, run, scenario, workload
+from tests.support.trace import started, store_events
 
 
 def saved(events: list[TraceEvent], wid: str) -> list[tuple[int, int]]:
     """(attempt, progress saved) of each committed checkpoint of the workload's trainer."""
     return [
-        (e.payload[0][3], e.payload[0][4])
+        (e.attempt, e.progress_us)
         for e in store_events(events, "fleet.checkpoint", wid)
-        if e.payload[1]
+        if e.result
     ]
 
 
@@ -50,5 +44,5 @@ def test_a_preempted_job_resumes_from_the_work_it_did(tmp_path: Path) -> None:
     first = [s for a, s in saved(events, "L") if a == 1]
     assert first[:2] == [20 * MIN, 40 * MIN]
     assert 55 * MIN < first[-1] < 60 * MIN
-    restart = [e for e in store_events(events, "fleet.start", "L") if e.payload[1]][1]
-    assert restart.payload[1][1] == first[-1]
+    restart = [e for e in store_events(events, "fleet.start", "L") if e.result][1]
+    assert started(restart).from_us == first[-1]

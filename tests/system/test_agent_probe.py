@@ -3,7 +3,7 @@
 An agent dies with its first machine. A leading CM hears of that (`HostDown`)
 and restarts the job; a CM that was down or following did not, and the
 hardware replay a new leader gets tells it only of machines still down. The
-stories run on the tiny world of `test_mast_scenarios` (one region of four
+stories run on the tiny world of `tests/support/dsl.py` (one region of four
 8-GPU machines in one rack, three CM instances): a probe must find an agent
 that died with a machine that came back, must not take a live agent for a
 dead one (even one busy saving a checkpoint), and must cost nothing in a run
@@ -20,20 +20,12 @@ from typing import Any
 
 import pytest
 
-from actors.checks.protocol import PreemptionChecker
+from actors.checks.preemption import PreemptionChecker
 from emulator.run.runner import RunResult
 from emulator.trace import TraceEvent
-from tests.system.test_mast_scenarios import (
-    MIN,
-    decisions,
-    job,
-    preemption_story,
-    run,
-    scenario,
-    states,
-    store_events,
-    workload,
-)
+from emulator.units import MIN
+from tests.support.dsl import job, preemption_story, run, scenario, states, workload
+from tests.support.trace import decisions, store_events
 
 RACK = "east/dc0/fd0/r0"  # all four GPU machines of east
 
@@ -102,9 +94,9 @@ def test_a_live_agent_saving_a_checkpoint_through_a_cm_failover_is_not_taken_for
     saved = [
         e.t_us
         for e in store_events(events, "fleet.checkpoint", "L")
-        if e.payload[1] and e.t_us > 60 * MIN
+        if e.result and e.t_us > 60 * MIN
     ]
-    released = [e.t_us for e in store_events(events, "fleet.release", "L") if e.payload[1]]
+    released = [e.t_us for e in store_events(events, "fleet.release", "L") if e.result]
     assert took_over and saved and released
     sent = [e.t_us for e in probes(events)]
     assert sent and took_over[0] <= sent[0] < saved[0]  # probed while saving
@@ -121,13 +113,13 @@ def test_a_plan_waiting_for_its_victims_survives_a_cm_failover(
     result, events = failover_while_saving
     (taken,) = decisions(events, "cm.plan-taken-up")
     assert (taken["workload"], taken["victims"]) == ("H", 1)
-    released = next(e.t_us for e in store_events(events, "fleet.release", "L") if e.payload[1])
-    started = [e.t_us for e in store_events(events, "fleet.start", "H") if e.payload[1]]
+    released = next(e.t_us for e in store_events(events, "fleet.release", "L") if e.result)
+    started = [e.t_us for e in store_events(events, "fleet.start", "H") if e.result]
     assert started == [released]
     assert not [d for d in decisions(events, "dispatch.failed") if d["workload"] == "H"]
     # Done with, the record is gone: a later leader has nothing to take up.
-    puts = [e for e in store_events(events, "kv.put") if e.payload[0][0] == "cm-plans/east/c0"]
-    deletes = [e for e in store_events(events, "kv.delete") if e.payload[1]]
+    puts = [e for e in store_events(events, "kv.put") if e.namespace == "cm-plans/east/c0"]
+    deletes = [e for e in store_events(events, "kv.delete") if e.result]
     assert len(puts) == len(deletes) == 1
     assert states(result)["H"] == ("DONE", 0)
 
@@ -147,7 +139,7 @@ def test_after_a_cm_failover_live_agents_keep_their_jobs(tmp_path: Path) -> None
     assert result.violations == []
     assert probes(events)
     assert decisions(events, "cm.agent-lost") == []
-    assert len([e for e in store_events(events, "fleet.start", "L") if e.payload[1]]) == 1
+    assert len([e for e in store_events(events, "fleet.start", "L") if e.result]) == 1
 
 
 # ---- the preemption checker and the emulator process's kill -----------------------------------

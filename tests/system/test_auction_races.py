@@ -1,6 +1,6 @@
 """auction: pipelined auctions race for the same machines, and nothing is promised twice.
 
-The world of `test_mast_scenarios` (regions east and west, one dynamic cluster
+The world of `tests/support/dsl.py` (regions east and west, one dynamic cluster
 of 4 A100 machines, 32 GPUs, and 4 CPU machines each). With `[system]
 auction.pipeline` above 1 the GMS opens several auctions together and awards
 them in rank order; each RMS holds every bid's plan in its view (`rms.hold`)
@@ -20,21 +20,11 @@ import pytest
 from actors.mast.rms import RegionalScheduler
 from emulator.cli.main import main
 from emulator.trace import TraceEvent
-from emulator.units import S
+from emulator.units import MIN, S
 from store.mast.queue import QUEUED
-from tests.system.test_mast_scenarios import (
-    MIN,
-    _broken,
-    decisions,
-    job,
-    preemption_story,
-    run,
-    scenario,
-    states,
-    store_events,
-    workload,
-)
-from tests.system.test_replicas_failover import crash, started_once
+from tests.support.broken import broken_system
+from tests.support.dsl import crash, job, preemption_story, run, scenario, states, workload
+from tests.support.trace import decisions, started_once, store_events
 
 EAST_ONLY = [{"name": "t", "size_bytes": 1, "home_region": "east"}]
 BOTH = [{"name": "t", "size_bytes": 1, "home_region": "east", "replicas": ["west"]}]
@@ -81,7 +71,7 @@ def test_auctions_in_flight_never_promise_one_machine_twice(tmp_path: Path, pipe
     result, events = run(race_story(pipeline=pipeline), tmp_path)
     assert result.violations == []
     # The first pass opened `pipeline` auctions at the same instant.
-    opened = [e for e in store_events(events, "auction.open") if e.payload[1]]
+    opened = [e for e in store_events(events, "auction.open") if e.result]
     assert [e.t_us for e in opened[:pipeline]] == [10 * S] * pipeline
     # Among A and B, east held the plan of whichever bid came first and, seeing
     # only 8 GPUs left, could not place the other: one runs, the other waits.
@@ -94,7 +84,7 @@ def test_auctions_in_flight_never_promise_one_machine_twice(tmp_path: Path, pipe
     assert started_once(events, "A", "B", "C") == {"A/trainer": 1, "B/trainer": 1, "C/trainer": 1}
     assert states(result) == {"A": ("DONE", 0), "B": ("DONE", 0), "C": ("DONE", 0)}
     first_end = next(e for e in store_events(events, "fleet.release", first))
-    other_start = next(e for e in store_events(events, "fleet.start", other) if e.payload[1])
+    other_start = next(e for e in store_events(events, "fleet.start", other) if e.result)
     assert first_end.seq < other_start.seq  # the other waited for the first's machines
 
 
@@ -114,7 +104,7 @@ class HoldlessRMS(RegionalScheduler):
 
 
 def test_an_rms_that_ignores_its_holds_is_caught_promising_twice(tmp_path: Path) -> None:
-    kind = _broken("mast-holdless-rms", rms=HoldlessRMS)
+    kind = broken_system("mast-holdless-rms", rms=HoldlessRMS)
     result, events = run(race_story(kind=kind), tmp_path)
     assert any(v[2] == "auction" and "promised to auctions" in v[3] for v in result.violations)
     # Both were awarded to east on the same machines; the CM refused the second plan.
@@ -173,7 +163,7 @@ class TimelessRMS(RegionalScheduler):
 
 
 def test_a_hold_that_never_lapses_keeps_its_machines_from_later_work(tmp_path: Path) -> None:
-    result, events = run(late_story(_broken("mast-timeless-rms", rms=TimelessRMS)), tmp_path)
+    result, events = run(late_story(broken_system("mast-timeless-rms", rms=TimelessRMS)), tmp_path)
     assert ("rms/west/0", 1) in open_holds(events)
     # West's 8 GPUs stay promised to a closed auction: X never fits there.
     assert awarded(events, "X") == []
@@ -217,8 +207,8 @@ def test_a_plan_made_stale_by_a_machine_failure_is_refused_and_placed_again(
     # Refused as the machine fails, not at the RMS's 15-minute dispatch timeout.
     (refusal,) = [e for e in events if e.type == "cm.reject" and e.payload["workload"] == "H"]
     assert refusal.t_us == (60 * 60 + 20) * S
-    (start,) = [e for e in store_events(events, "fleet.start", "H") if e.payload[1]]
-    assert "east/dc0/fd0/r0/m0" not in [h for h, _ in start.payload[0][6]]
+    (start,) = [e for e in store_events(events, "fleet.start", "H") if e.result]
+    assert "east/dc0/fd0/r0/m0" not in [h for h, _ in start.gpus]
     assert states(result) == {"L": ("WAITING", 0), "H": ("DONE", 0)}
 
 

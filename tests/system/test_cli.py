@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from emulator.run.events import named
 from emulator.units import MIN, H, S, parse_duration_us
-from tests.conftest import run_cli
+from tests.support.cli import run_cli
+from tests.support.trace import store_events
 
 COMMANDS = ["list", "run", "replay", "export", "check", "schema", "bench"]
 
@@ -481,16 +483,14 @@ def test_lease_story_store_fences_off_the_paused_leaders_stale_write(lease_trace
     pause = next(r for r in rows if r.kind == "pause")
     assert pause.t_us == 5 * H
     paused = pause.dst
-    assert pause.payload == 15 * S
-    refused = [
-        r for r in rows if r.kind == "store" and r.type == "lease.effect" and r.payload[1] is False
-    ]
+    assert named(pause).duration_us == 15 * S
+    refused = [e for e in store_events(rows, "lease.effect") if e.result is False]
     assert refused
     stale = refused[0]
     assert 5 * H <= stale.t_us <= 5 * H + 15 * S
     assert stale.src == paused
-    role, holder, epoch = stale.payload[0][:3]
-    assert (role, holder) == ("demo/leader", paused)
+    epoch = stale.epoch
+    assert (stale.role, stale.holder) == ("demo/leader", paused)
     # A newer epoch was granted to the other candidate during the pause.
     newer = [
         r
@@ -516,7 +516,7 @@ def test_cli_check_of_a_mast_run_in_a_fresh_process_uses_mast_checkers(tmp_path:
     import subprocess
     import sys
 
-    from tests.system.test_mast_scenarios import job, run, scenario, workload
+    from tests.support.dsl import job, run, scenario, workload
 
     result, _ = run(scenario([workload("W", "hi", 0, job(gpus=8))], duration="20m"), tmp_path)
     code = "import sys; from emulator.cli.main import main; sys.exit(main(['check', sys.argv[1]]))"

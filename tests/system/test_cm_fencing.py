@@ -23,17 +23,10 @@ from emulator.kernel import Kernel
 from emulator.run.runner import RunResult, execute, plan_run
 from emulator.run.scenario import convert_scenario
 from emulator.trace import TraceEvent
-from tests.conftest import trace_events
-from tests.system.test_mast_scenarios import (
-    MIN,
-    decisions,
-    job,
-    run,
-    scenario,
-    states,
-    store_events,
-    workload,
-)
+from emulator.units import MIN
+from tests.support.dsl import job, run, scenario, states, workload
+from tests.support.rundb import trace_events
+from tests.support.trace import decisions, store_events
 
 
 def story(tmp_path: Path, order_epoch: int) -> tuple[RunResult, list[TraceEvent]]:
@@ -67,7 +60,7 @@ def test_a_stop_order_of_a_deposed_rms_leaves_the_job_running(tmp_path: Path) ->
     (ignored,) = decisions(events, "cm.ignore")
     assert ignored["workload"] == "J" and "RMS epoch 1 is stale" in ignored["why"]
     # J was neither stopped nor restarted: one attempt, done.
-    assert [e.payload[0][4] for e in store_events(events, "fleet.state", "J")] == ["RUNNING"]
+    assert [e.state for e in store_events(events, "fleet.state", "J")] == ["RUNNING"]
     assert len(store_events(events, "fleet.start", "J")) == 1
     assert states(result) == {"J": ("DONE", 0)}
 
@@ -78,9 +71,9 @@ def test_a_stop_order_of_the_current_rms_stops_the_job(tmp_path: Path) -> None:
     result, events = story(tmp_path, order_epoch=2)
     assert result.violations == []
     assert decisions(events, "cm.ignore") == []
-    stop = [e for e in store_events(events, "fleet.state", "J") if e.payload[0][4] != "RUNNING"]
-    assert [(e.t_us, e.payload[0][4]) for e in stop] == [(20 * MIN, "CHECKPOINTING")]
-    released = [e.t_us for e in store_events(events, "fleet.release", "J") if e.payload[1]]
+    stop = [e for e in store_events(events, "fleet.state", "J") if e.state != "RUNNING"]
+    assert [(e.t_us, e.state) for e in stop] == [(20 * MIN, "CHECKPOINTING")]
+    released = [e.t_us for e in store_events(events, "fleet.release", "J") if e.result]
     assert released and released[0] < 21 * MIN
 
 
@@ -104,7 +97,7 @@ def test_a_new_rms_leader_stops_the_rest_of_a_gang_that_lost_a_job_unseen(
     result, events = run(raw, tmp_path)
     assert result.violations == []
     assert decisions(events, "cm.job-lost") == [{"workload": "W", "job": "trainer"}]
-    (prep,) = [e for e in store_events(events, "fleet.release", "W") if e.payload[0][3] == "prep"]
-    assert prep.payload[0][4] == "STOPPED" and prep.t_us < 32 * MIN
+    (prep,) = [e for e in store_events(events, "fleet.release", "W") if e.job_name == "prep"]
+    assert prep.state == "STOPPED" and prep.t_us < 32 * MIN
     # Back in the queue, waiting: 24 healthy GPUs are left, W needs 32.
     assert states(result) == {"W": ("WAITING", 0)}

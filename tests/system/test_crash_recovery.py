@@ -2,7 +2,7 @@
 
 Each story is one a seeded crash nemesis found (ras-fault-domain without RAS,
 quickstart); each failed before its fix and is told here on the tiny worlds
-of `test_mast_scenarios`: one region, one or two dynamic clusters, tenants
+of `tests/support/dsl.py`: one region, one or two dynamic clusters, tenants
 `hi` (priority 1) and `lo` (priority 5).
 """
 
@@ -11,17 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.system.test_mast_scenarios import (
-    MIN,
-    decisions,
-    job,
-    preemption_story,
-    scenario,
-    states,
-    store_events,
-    workload,
-)
-from tests.system.test_mast_scenarios import run as mast_run
+from emulator.units import MIN
+from tests.support.dsl import job, preemption_story, scenario, states, workload
+from tests.support.dsl import run as mast_run
+from tests.support.trace import decisions, store_events
 
 LONG = 600 * MIN
 SHORT = 3 * MIN
@@ -68,18 +61,18 @@ def split_gang_story(*faults: dict[str, Any]) -> dict[str, Any]:
 def starts(events: list[Any], wid: str) -> dict[str, tuple[float, str]]:
     """Job → (minute, cluster) of its last start."""
     return {
-        e.payload[0][3]: (e.t_us / MIN, e.payload[0][4])
+        e.job_name: (e.t_us / MIN, e.cluster)
         for e in store_events(events, "fleet.start", wid)
-        if e.payload[1]
+        if e.result
     }
 
 
 def releases(events: list[Any], wid: str) -> list[tuple[float, str, str]]:
     """(minute, job, STOPPED or DONE) of each release of the workload's jobs."""
     return [
-        (e.t_us / MIN, e.payload[0][3], e.payload[0][4])
+        (e.t_us / MIN, e.job_name, e.state)
         for e in store_events(events, "fleet.release", wid)
-        if e.payload[1]
+        if e.result
     ]
 
 
@@ -144,9 +137,9 @@ def test_rms_a_job_lost_before_its_gang_started_fails_the_dispatch(tmp_path: Pat
         (41, "prep", "STOPPED"),
     ]
     moves = [
-        (round(e.payload[0][3] / MIN), e.payload[0][2])
+        (round(e.now_us / MIN), e.to_state)
         for e in store_events(events, "queue.transition", "G")
-        if e.payload[1]
+        if e.result
     ]
     assert moves == [(41, "PENDING"), (42, "RUNNING"), (49, "DONE")]
 
@@ -165,11 +158,11 @@ def test_rms_restarting_mid_dispatch_rolls_back_a_half_started_gang(tmp_path: Pa
     assert result.violations == []
     assert next((j, s) for _, j, s in releases(events, "G")) == ("trainer", "STOPPED")
     back = [
-        e.payload[0]
+        e
         for e in store_events(events, "queue.transition", "G")
-        if e.payload[1] and e.payload[0][2] == "PENDING"
+        if e.result and e.to_state == "PENDING"
     ]
-    assert len(back) == 1 and 33 <= back[0][3] / MIN < 34  # once the trainer stopped
+    assert len(back) == 1 and 33 <= back[0].now_us / MIN < 34  # once the trainer stopped
     assert {job_ for job_ in starts(events, "G")} == {"trainer", "prep"}
     assert states(result)["G"] == ("DONE", 0)
 
@@ -198,14 +191,14 @@ def test_cm_restarted_mid_preemption_reports_the_victim_preempted(tmp_path: Path
     assert result.violations == []
     stopped = next(t for t, j, s in releases(events, "L") if s == "STOPPED")
     assert 62 <= stopped < 63  # when the CM is back
-    saved = [e for e in store_events(events, "fleet.checkpoint", "L") if e.payload[1]]
+    saved = [e for e in store_events(events, "fleet.checkpoint", "L") if e.result]
     assert any(60 <= e.t_us / MIN < stopped for e in saved)
     requeued = next(
-        e.payload[0]
+        e
         for e in store_events(events, "queue.transition", "L")
-        if e.payload[1] and e.payload[0][2] == "PENDING"
+        if e.result and e.to_state == "PENDING"
     )
-    assert requeued[5] is True  # counted as a preemption
+    assert requeued.preempted is True  # counted as a preemption
 
 
 # ---- a leader whose lease lapsed while it was paused ---------------------------------------
@@ -225,7 +218,7 @@ def test_cm_paused_past_its_lease_renews_it_before_freeing_a_finished_jobs_machi
     result, events = run(raw, tmp_path)
     assert result.violations == []
     (release,) = store_events(events, "fleet.release", "J")
-    assert release.payload[1] is True and release.payload[0][4] == "DONE"
+    assert release.result is True and release.state == "DONE"
     leaders = [d for d in decisions(events, "lease.leader") if d["role"] == "cm/east/c0"]
     assert [d["epoch"] for d in leaders] == [1, 2]
     assert states(result)["J"] == ("DONE", 0)

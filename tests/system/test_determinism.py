@@ -20,6 +20,7 @@ import msgspec
 import pytest
 
 from emulator.cli import main as cli
+from emulator.run.events import named
 from emulator.units import MIN
 
 
@@ -103,5 +104,5 @@ def test_determinism_until_gives_a_prefix_of_the_full_run(
     _, full_rows = lease_trace
     _, short_rows = read_run(short)
     *body, end = short_rows
-    assert (end.kind, end.type, end.payload, end.t_us) == ("run", "end", "ok", 10 * MIN)
+    assert (end.kind, end.type, named(end).status, end.t_us) == ("run", "end", "ok", 10 * MIN)
     assert body == [r for r in full_rows if r.t_us <= 10 * MIN]

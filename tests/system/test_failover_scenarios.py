@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 
 from emulator.registry import builtin_scenarios
+from emulator.run.events import NamedEvent
 from emulator.run.runner import RunResult, execute, plan_run
 from emulator.run.scenario import load_scenario_file
 from emulator.trace import TraceEvent
-from tests.conftest import trace_events
-from tests.system.test_mast_scenarios import decisions, store_events
-from tests.system.test_replicas_failover import TAKEOVER_US_MAX
+from tests.support.dsl import TAKEOVER_US_MAX
+from tests.support.rundb import trace_events
+from tests.support.trace import decisions, store_events
 
 NAMES = ("gms-failover", "rms-failover", "cm-failover-preemption")
 
@@ -49,19 +50,14 @@ def before(events: list[TraceEvent], event: TraceEvent) -> list[TraceEvent]:
     return [e for e in events if e.seq < event.seq]
 
 
-def landed(events: list[TraceEvent], name: str, workload: str) -> list[TraceEvent]:
-    return [e for e in store_events(events, name, workload) if e.payload[1]]
+def landed(events: list[TraceEvent], name: str, workload: str) -> list[NamedEvent]:
+    return [e for e in store_events(events, name, workload) if e.result]
 
 
 def moves(events: list[TraceEvent], workload: str) -> list[tuple[int, list[str], str, Any]]:
     """(seq, from states, to state, auction) of the workload's committed queue moves."""
     return [
-        (
-            e.seq,
-            e.payload[0][1],
-            e.payload[0][2],
-            e.payload[0][4] if len(e.payload[0]) > 4 else None,
-        )
+        (e.seq, e.from_states, e.to_state, e.fields.get("auction_id"))
         for e in landed(events, "queue.transition", workload)
     ]
 
@@ -101,25 +97,23 @@ def test_gms_failover_the_interrupted_auctions_workload_is_dispatched_once(
     crash = the_crash(events)
     assert crash.dst == "gms/0"
     # The dead leader had opened an auction and had not closed it.
-    opened = [e for e in store_events(before(events, crash), "auction.open") if e.payload[1]]
+    opened = [e for e in store_events(before(events, crash), "auction.open") if e.result]
     interrupted = opened[-1]
-    auction, workload = interrupted.payload[1], interrupted.payload[0][2]
+    auction, workload = interrupted.result, interrupted.workload_id
     assert interrupted.src == "gms/0" and crash.t_us - interrupted.t_us < 1_000_000
-    assert not [e for e in store_events(events, "auction.close") if e.payload[0][0] == auction]
-    assert not [e for e in landed(events, "queue.award", workload) if e.payload[0][3] == auction]
+    assert not [e for e in store_events(events, "auction.close") if e.auction_id == auction]
+    assert not [e for e in landed(events, "queue.award", workload) if e.auction_id == auction]
     successor, claim = takeover(events, "gms", crash)
     assert successor == "gms/1"
     # The new leader auctions it again: one award, one dispatch, each job started once.
     (award, *_) = [e for e in landed(events, "queue.award", workload) if e.seq > claim.seq]
     assert award.src == "gms/1"
-    again = award.payload[0][3]
+    again = award.auction_id
     dispatches = [d for d in decisions(events, "rms.dispatch") if d["workload"] == workload]
     assert [d["auction"] for d in dispatches][:1] == [again]
     running = next(m for m in moves(events, workload) if m[2] == "RUNNING")
     assert running[3] == again
-    starts = [
-        e.payload[0][3] for e in landed(events, "fleet.start", workload) if e.seq < running[0]
-    ]
+    starts = [e.job_name for e in landed(events, "fleet.start", workload) if e.seq < running[0]]
     assert sorted(starts) == sorted(set(starts)) and starts
 
 
@@ -142,7 +136,7 @@ def test_rms_failover_the_successor_settles_the_dispatch_and_the_workload_runs_o
     given_up = next(m for m in moves(events, workload) if m[3] == auction)
     assert given_up[1:3] == (["DISPATCHING", "RUNNING"], "PENDING") and given_up[0] > claim.seq
     stopped = [e for e in landed(events, "fleet.release", workload) if e.seq < given_up[0]]
-    assert stopped and all(e.payload[0][4] == "STOPPED" for e in stopped)
+    assert stopped and all(e.state == "STOPPED" for e in stopped)
     starts = landed(events, "fleet.start", workload)
     assert not [e for e in starts if claim.seq < e.seq < given_up[0]]
     # Dispatched again (more than once if a CM refuses a plan made stale meanwhile)
@@ -153,7 +147,7 @@ def test_rms_failover_the_successor_settles_the_dispatch_and_the_workload_runs_o
         e for e in events if e.type == "rms.dispatch" and e.payload["auction"] == running[3]
     ]
     assert again.src == successor
-    second = [e.payload[0][3] for e in starts if again.seq < e.seq < running[0]]
+    second = [e.job_name for e in starts if again.seq < e.seq < running[0]]
     assert second and sorted(second) == sorted(set(second))
 
 
@@ -168,23 +162,23 @@ def test_cm_failover_preemption_the_victim_saves_its_checkpoint_before_its_machi
         [
             e
             for e in store_events(before(events, crash), "fleet.state")
-            if e.src == crash.dst and e.payload[0][4] == "CHECKPOINTING"
+            if e.src == crash.dst and e.state == "CHECKPOINTING"
         ]
     )
-    victim, job = ordered.payload[0][2], ordered.payload[0][3]
-    mine = [e for e in landed(events, "fleet.release", victim) if e.payload[0][3] == job]
+    victim, job = ordered.workload_id, ordered.job_name
+    mine = [e for e in landed(events, "fleet.release", victim) if e.job_name == job]
     assert mine and mine[0].seq > crash.seq
     successor, claim = takeover(events, role, crash)
     # The successor finished the preemption: the checkpoint first, then the release.
     release = mine[0]
-    assert release.src == successor and release.payload[0][4] == "STOPPED"
-    saved = [e for e in landed(events, "fleet.checkpoint", victim) if e.payload[0][2] == job]
+    assert release.src == successor and release.state == "STOPPED"
+    saved = [e for e in landed(events, "fleet.checkpoint", victim) if e.job_name == job]
     assert any(ordered.seq < e.seq < release.seq for e in saved)
     # The victim's workload went back to the queue once, counted as a preemption.
     back = [
         e
         for e in landed(events, "queue.transition", victim)
-        if e.payload[0][2] == "PENDING" and ordered.seq < e.seq
+        if e.to_state == "PENDING" and ordered.seq < e.seq
     ]
-    assert back and back[0].payload[0][5] is True
+    assert back and back[0].preempted is True
     assert back[0].seq > release.seq > claim.seq

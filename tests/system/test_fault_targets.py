@@ -19,10 +19,11 @@ from emulator.registry import builtin_scenarios
 from emulator.run.faults import FaultInjector
 from emulator.run.runner import plan_run
 from emulator.run.scenario import convert_scenario, decode_scenario, load_scenario_file
+from emulator.units import MIN
+from tests.support.dsl import job, run, scenario, states, workload
 from tests.support.harness import make_kernel, spawn
-from tests.system.test_mast_scenarios import MIN, job, run, scenario, states, workload
-from tests.system.test_replicas_failover import leaders
-from tests.system.test_report import report_of
+from tests.support.report import report_of
+from tests.support.trace import leaders
 
 
 class Idle(Actor):

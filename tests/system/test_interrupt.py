@@ -19,6 +19,7 @@ import pytest
 
 from emulator.cli import main as cli
 from emulator.registry import builtin_scenarios
+from emulator.run.events import named
 from emulator.run.runner import execute, plan_run
 from emulator.run.scenario import load_scenario_file
 from emulator.units import MIN, H
@@ -56,7 +57,7 @@ def test_interrupt_by_exception_keeps_the_events_up_to_it(
     assert meta.trace_hash is not None
     assert [r.seq for r in rows] == list(range(1, len(rows) + 1))
     *body, end = rows
-    assert (end.kind, end.type, end.payload, end.t_us) == ("run", "end", "failed", 30 * MIN)
+    assert (end.kind, end.type, named(end).status, end.t_us) == ("run", "end", "failed", 30 * MIN)
     # Exactly the clean run's events before 30 min (the planted kernel event
     # runs first at its instant), and nothing after.
     _, clean = lease_trace
@@ -128,7 +129,7 @@ def test_interrupt_by_ctrl_c_exits_130_and_keeps_the_run(
     assert meta.events == len(rows) > 0
     assert [r.seq for r in rows] == list(range(1, len(rows) + 1))
     end = rows[-1]
-    assert (end.kind, end.type, end.payload) == ("run", "end", "interrupted")
+    assert (end.kind, end.type, named(end).status) == ("run", "end", "interrupted")
     assert end.t_us == meta.end_t_us
     assert rows[0].kind == "run"
     assert rows[0].type == "start"

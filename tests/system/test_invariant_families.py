@@ -1,4 +1,4 @@
-"""Every invariant family of DESIGN.md §8 catches a deliberately broken component.
+"""Every invariant family of docs/design.md §8 catches a deliberately broken component.
 
 One table row per family (two for the families with two checkers or two
 ways to break): a component that violates it on purpose, a tiny story that
@@ -6,8 +6,9 @@ makes it act, and what the violation must say. Each row's run must record
 the violation online, and `mastemu check` on its database must exit 1,
 naming the family and printing the command that reproduces the run.
 
-The broken components mostly come from the tests that introduced each
-checker; the ones for `allocation` and `progress` are here.
+The broken components mostly come from `tests/support/broken.py`, shared
+with the tests that introduced each checker; the ones for `allocation` and
+`progress` are here.
 """
 
 from __future__ import annotations
@@ -27,32 +28,31 @@ from actors.common.messages import AgentStart, ExecutePlan
 from actors.mast.system import MastSystem
 from emulator.actor import Actor
 from emulator.cli import main as cli
-from emulator.registry import builtin_scenarios, load_plugins, register_system
+from emulator.registry import builtin_scenarios, load_plugins, register_actor, register_system
 from emulator.run.runner import RunResult, execute, plan_run
 from emulator.run.scenario import convert_scenario, parse_raw
+from emulator.units import MIN, H
 from store import Store
 from store.events import store_event
 from store.mast.queue import Fence
-from tests.support.broken_lease import UnfencedCandidate
-from tests.system.test_lost_work import LossBlindRMS, preempted_gang
-from tests.system.test_mast_scenarios import (
-    CHECKERS,
-    MIN,
+from tests.support.broken import (
+    CapBlindService,
     DataBlindRMS,
     DoubleAwardGMS,
     EagerCM,
     ForgetfulGMS,
     GangBreakingRMS,
     GenerousGMS,
-    H,
-    job,
-    preemption_story,
-    scenario,
-    workload,
+    LossBlindRMS,
+    RoomBlindService,
+    UnfencedCandidate,
 )
-from tests.system.test_migration_service import TB, CapBlindService, RoomBlindService, lake_story
+from tests.support.dsl import CHECKERS, job, preemption_story, scenario, workload
+from tests.support.stories import TB, lake_story, preempted_gang
+from tests.support.trace import started, store_events
 
 load_plugins()
+register_actor(UnfencedCandidate)
 
 FAMILIES = (
     "lease-safety",  # 1
@@ -372,9 +372,9 @@ def test_a_restart_from_the_checkpoint_breaks_no_progress_rule(
     result = run_raw(restart_story(), tmp_path / "run.db")
     assert result.violations == []
     _, rows = read_run(result.out)
-    starts = [r.payload[1] for r in rows if r.type == "fleet.start" and r.payload[1]]
-    assert [attempt for attempt, _ in starts] == [1, 2]
-    assert starts[1][1] == 20 * MIN  # attempt 2 resumes from the 20-minute checkpoint
+    starts = [started(e) for e in store_events(rows, "fleet.start") if e.result]
+    assert [s.attempt for s in starts] == [1, 2]
+    assert starts[1].from_us == 20 * MIN  # attempt 2 resumes from the 20-minute checkpoint
 
 
 def test_the_chaos_sweep_bench_prints_one_json_object(

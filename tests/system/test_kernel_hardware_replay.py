@@ -18,9 +18,10 @@ import pytest
 from emulator.actor import Actor, on
 from emulator.kernel import Kernel
 from emulator.sysmsg import HostDown, HostUp
+from emulator.units import MIN, S
+from tests.support.dsl import TAKEOVER_US_MAX, crash, job, run, scenario, states, workload
 from tests.support.harness import make_kernel, spawn
-from tests.system.test_mast_scenarios import MIN, job, run, scenario, states, store_events, workload
-from tests.system.test_replicas_failover import TAKEOVER_US_MAX, S, leaders
+from tests.support.trace import leaders, store_events
 
 M0 = "east/dc0/fd0/r0/m0"
 SINGLE = {"gms": 1, "rms": 1, "cm": 1}
@@ -80,13 +81,6 @@ def machine_story(*faults: dict[str, Any], replicas: dict[str, int] | None = Non
     return raw
 
 
-def crash(target: str, at: str, restart_after: str | None = None) -> dict[str, Any]:
-    fault: dict[str, Any] = {"action": "crash", "at": at, "target": target}
-    if restart_after is not None:
-        fault["restart_after"] = restart_after
-    return fault
-
-
 def down(node: str, at: str, duration: str | None = None) -> dict[str, Any]:
     fault: dict[str, Any] = {"action": "down", "at": at, "node": node}
     if duration is not None:
@@ -96,10 +90,7 @@ def down(node: str, at: str, duration: str | None = None) -> dict[str, Any]:
 
 def health(events: list[Any]) -> list[tuple[float, str, list[str], bool]]:
     """(minute, writer, hosts, healthy) of every health write."""
-    return [
-        (e.t_us / MIN, e.src, e.payload[0][0], e.payload[0][1])
-        for e in store_events(events, "fleet.health")
-    ]
+    return [(e.t_us / MIN, e.src, e.hosts, e.healthy) for e in store_events(events, "fleet.health")]
 
 
 def test_cm_restarted_after_its_machine_failed_marks_it_and_moves_the_job(tmp_path: Path) -> None:
@@ -110,8 +101,8 @@ def test_cm_restarted_after_its_machine_failed_marks_it_and_moves_the_job(tmp_pa
     assert health(events) == [(15.0, "cm/east/c0/0", [M0], False)]
     (moved,) = [e for e in events if e.type == "cm.job-moved"]
     assert moved.t_us == 15 * MIN
-    starts = [e for e in store_events(events, "fleet.start", "J") if e.payload[1]]
-    assert [M0 in {h for h, _ in e.payload[0][6]} for e in starts] == [True, False]
+    starts = [e for e in store_events(events, "fleet.start", "J") if e.result]
+    assert [M0 in {h for h, _ in e.gpus} for e in starts] == [True, False]
 
 
 def test_without_the_replay_the_restarted_cm_never_learns_of_the_failure(
@@ -124,8 +115,8 @@ def test_without_the_replay_the_restarted_cm_never_learns_of_the_failure(
     raw = machine_story(crash("cm/east/c0/0", "10m", "5m"), down(M0, "12m"), replicas=SINGLE)
     result, events = run(raw, tmp_path)
     assert health(events) == []
-    starts = [e for e in store_events(events, "fleet.start", "J") if e.payload[1]]
-    assert starts and all(M0 in {h for h, _ in e.payload[0][6]} for e in starts)
+    starts = [e for e in store_events(events, "fleet.start", "J") if e.result]
+    assert starts and all(M0 in {h for h, _ in e.gpus} for e in starts)
     assert states(result)["J"][0] == "RUNNING"
 
 

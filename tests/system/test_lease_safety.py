@@ -22,7 +22,7 @@ from emulator.run.scenario import decode_scenario
 from store import Store, leases
 from store.events import store_event
 from store.leases import Lease
-from tests.support.broken_lease import UnfencedCandidate
+from tests.support.broken import UnfencedCandidate
 
 load_plugins()
 LEADER_LEASE = builtin_scenarios()["leader-lease"].read_text()

@@ -23,7 +23,8 @@ from emulator.registry import load_plugins, register_system
 from emulator.run.runner import execute, plan_run
 from emulator.run.scenario import convert_scenario
 from emulator.trace import TraceEvent
-from tests.system.test_mast_scenarios import MIN, job, scenario, workload
+from emulator.units import MIN
+from tests.support.dsl import job, scenario, workload
 
 load_plugins()
 

@@ -13,51 +13,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
-from actors.checks.protocol import LostWorkloadChecker
-from actors.common.messages import JobEnded
-from actors.mast.rms import RegionalScheduler
+from actors.checks.lost_workload import LostWorkloadChecker
 from emulator.trace import TraceEvent
-from tests.system.test_mast_scenarios import MIN, H, job, run, scenario, workload
-
-
-class LossBlindRMS(RegionalScheduler):
-    """BROKEN: takes every job's end for a finished job, so a gang never stops as a whole."""
-
-    def job_ended(self, msg: JobEnded) -> None:
-        super().job_ended(msgspec.structs.replace(msg, reason="done"))
-
-
-def preempted_gang(kind: str) -> dict[str, Any]:
-    """L's trainer has an hour of work; its preprocess job holds every CPU
-    machine of the region until H (priority 1) needs two of them at 10 min
-    and preempts it, which must stop L's trainer too."""
-    return scenario(
-        [
-            workload("L", "lo", 0, job(gpus=8), job("prep", cpus=4, work=5 * H)),
-            workload("H", "hi", 10 * MIN, job("prep", cpus=2, work=20 * MIN)),
-        ],
-        regions=("east",),
-        kind=kind,
-        duration="2h",
-    )
+from tests.support.dsl import run
+from tests.support.stories import preempted_gang
+from tests.support.trace import store_events
 
 
 def test_the_real_rms_stops_the_whole_gang_and_breaks_no_invariant(tmp_path: Path) -> None:
     # The control for the `no-lost-workload` row of tests/system/test_invariant_families.py,
-    # where `LossBlindRMS` acts in this story: MAST's RMS stops L's trainer
-    # with its preempted preprocess job, and L goes back to the queue.
+    # where `LossBlindRMS` (tests/support/broken.py) acts in this story: MAST's RMS
+    # stops L's trainer with its preempted preprocess job, and L goes back to the queue.
     result, events = run(preempted_gang("mast"), tmp_path)
     assert result.violations == []
-    released = [e.payload[0][3:5] for e in events if e.type == "fleet.release" and e.payload[1]]
-    assert released[:2] == [["prep", "STOPPED"], ["trainer", "STOPPED"]]
-    moves = [
-        e.payload[0][2]
-        for e in events
-        if e.type == "queue.transition" and e.payload[1] and e.payload[0][0] == "L"
-    ]
+    released = [(e.job_name, e.state) for e in store_events(events, "fleet.release") if e.result]
+    assert released[:2] == [("prep", "STOPPED"), ("trainer", "STOPPED")]
+    moves = [e.to_state for e in store_events(events, "queue.transition", "L") if e.result]
     assert moves[:2] == ["RUNNING", "PENDING"] and "DONE" not in moves
 
 

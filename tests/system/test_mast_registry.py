@@ -37,7 +37,9 @@ from actors.policies.mast.registry import (
 )
 from emulator.cli.main import main
 from emulator.errors import InputError
-from tests.system.test_mast_scenarios import H, decisions, job, run, scenario, states, workload
+from emulator.units import H
+from tests.support.dsl import job, run, scenario, states, workload
+from tests.support.trace import decisions, events_of
 
 MAST_FAMILY = ["federated", "mast", "tetris-v0", "tetris-v1", "tetris-v2"]
 
@@ -327,7 +329,7 @@ def test_an_ordering_that_is_not_a_permutation_crashes_the_gms_and_loses_nothing
     raw = _one_slot_for_two()
     raw["system"]["policy"] = "toy-drops"
     result, events = run(raw, tmp_path)
-    crashes = [str(e.payload) for e in events if e.kind == "crash"]
+    crashes = [e.reason for e in events_of(events, "crash")]
     assert crashes and all(
         "'toy-drops': order() must return a permutation of the ranked workloads" in c
         for c in crashes

@@ -16,59 +16,22 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
-from actors.mast.messages import DataRequest
-from actors.mast.migration import MigrationService
-from actors.mast.report.fold import MastReporter
-from actors.policies.mast.on_demand import plan_on_demand
-from store.mast import catalog, fleet
-from store.mast import copies as copies_repo
-from tests.system.test_mast_scenarios import (
-    MIN,
-    H,
-    _broken,
-    _offline,
-    decisions,
-    job,
-    region,
-    run,
-    scenario,
-    states,
-    store_events,
-    workload,
-)
+from actors.mast.report.reporter import MastReporter
+from emulator.trace import TraceEvent
+from emulator.units import MIN, US_PER_S, H
+from tests.support.broken import CapBlindService, RoomBlindService, broken_system
+from tests.support.dsl import caught_offline, copies, run, states
+from tests.support.stories import BIG_BYTES, TB, lake_story
+from tests.support.trace import decisions, events_of, store_events
 
-TB = 10**12
-SIZE = 10 * TB
-COPY_S = SIZE / 12.5e9  # 800 s at the full pair bandwidth
+COPY_S = BIG_BYTES / 12.5e9  # 800 s at the full pair bandwidth
 
 
-def lake_story(*, duration: str = "4h", migration: dict[str, Any] | None = None) -> dict[str, Any]:
-    raw = scenario(
-        [workload("W", "hi", 0, job(gpus=8, work=H, tables=("big",)))],
-        regions=("east", "west"),
-        tables=[{"name": "big", "size_bytes": SIZE, "home_region": "lake"}],
-        duration=duration,
-    )
-    lake = {**region("lake"), "gpu_machines": {}}
-    raw["system"]["world_model"]["regions"].append(lake)
-    raw["system"]["migration"] = {"enabled": True, **(migration or {})}
-    raw["invariants"]["enabled"].append("storage")
-    return raw
-
-
-def copies(result: Any) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(result.out) as c:
-        return c.execute(
-            "SELECT table_name, src, dst, bytes_done, size_bytes, state, reason, workload_id "
-            "FROM copies ORDER BY id"
-        ).fetchall()
-
-
-def flow_starts(events: list[Any]) -> list[int]:
-    return [e.payload[3] for e in events if e.kind == "flow" and e.type == "start"]
+def flow_starts(events: list[TraceEvent]) -> list[int]:
+    """The bytes of every WAN flow started, in order."""
+    return [e.nbytes for e in events_of(events, "flow", "start")]
 
 
 def test_a_workload_whose_data_is_nowhere_near_its_gpus_waits_for_an_on_demand_copy(
@@ -79,13 +42,15 @@ def test_a_workload_whose_data_is_nowhere_near_its_gpus_waits_for_an_on_demand_c
     (none,) = [d for d in decisions(events, "auction.none") if d["workload"] == "W"][:1]
     assert none["state"] == "WAITING_DATA"
     (asked,) = decisions(events, "migration.on-demand")[:1]
-    assert asked == {"workload": "W", "region": "east", "bytes": SIZE}
-    assert copies(result) == [("big", "lake", "east", SIZE, SIZE, "done", "on-demand", "W")]
+    assert asked == {"workload": "W", "region": "east", "bytes": BIG_BYTES}
+    assert copies(result) == [
+        ("big", "lake", "east", BIG_BYTES, BIG_BYTES, "done", "on-demand", "W")
+    ]
     # The copy is one flow of all 10 TB; W starts in east only after the last byte.
-    assert flow_starts(events) == [SIZE]
+    assert flow_starts(events) == [BIG_BYTES]
     (ready,) = store_events(events, "migration.done")
     start = store_events(events, "fleet.start", "W")[0]
-    assert start.t_us > ready.t_us >= COPY_S * 1_000_000
+    assert start.t_us > ready.t_us >= COPY_S * US_PER_S
     assert states(result)["W"] == ("DONE", 0)
     # Fig. 6: W, the only workload, waits from its first scan until the copy is
     # ready (~800 s): the first 5-minute buckets are all waiting, the last none.
@@ -106,12 +71,12 @@ def test_a_partition_mid_copy_pauses_it_and_it_resumes_where_it_stopped(tmp_path
     result, events = run(raw, tmp_path)
     assert result.violations == []
     first, second = flow_starts(events)
-    assert first == SIZE and 0 < second < SIZE  # resumed with only what was missing
+    assert first == BIG_BYTES and 0 < second < BIG_BYTES  # resumed with only what was missing
     (ready,) = store_events(events, "migration.done")
-    assert ready.t_us >= 35 * MIN + (COPY_S - 5 * 60) * 1_000_000 * 0.99
+    assert ready.t_us >= 35 * MIN + (COPY_S - 5 * 60) * US_PER_S * 0.99
     with sqlite3.connect(result.out) as c:
         moved = c.execute("SELECT sum(bytes) FROM migration_days").fetchone()[0]
-    assert moved == SIZE  # the bytes add up: nothing copied twice, nothing lost
+    assert moved == BIG_BYTES  # the bytes add up: nothing copied twice, nothing lost
     assert states(result)["W"] == ("DONE", 0)
 
 
@@ -125,8 +90,8 @@ def test_a_crashed_service_resumes_its_copies_from_their_persisted_progress(
     result, events = run(raw, tmp_path)
     assert result.violations == []
     first, second = flow_starts(events)
-    assert first == SIZE and 0 < second < SIZE
-    assert copies(result)[0][3:6] == (SIZE, SIZE, "done")
+    assert first == BIG_BYTES and 0 < second < BIG_BYTES
+    assert copies(result)[0][3:6] == (BIG_BYTES, BIG_BYTES, "done")
     assert states(result)["W"] == ("DONE", 0)
 
 
@@ -144,50 +109,16 @@ def test_the_daily_cap_holds_and_a_big_copy_finishes_the_next_day(tmp_path: Path
 
 
 # ---- broken components are caught (invariant 9) ---------------------------------------------
-class CapBlindService(MigrationService):
-    """Plans as if there were no daily cap."""
-
-    async def _replan(self) -> None:
-        settings = self.params.settings
-        self.params = msgspec.structs.replace(
-            self.params, settings=msgspec.structs.replace(settings, daily_cap_bytes=None)
-        )
-        try:
-            await super()._replan()
-        finally:
-            self.params = msgspec.structs.replace(self.params, settings=settings)
-
-
-class RoomBlindService(MigrationService):
-    """Chooses the on-demand region as if every region had unlimited storage."""
-
-    async def data_request(self, msg: DataRequest) -> None:
-        placement = await self.store(catalog.placement)
-        plan = plan_on_demand(
-            placement,
-            list(msg.tables),
-            await self.store(fleet.region_hardware),
-            list(msg.hardware),
-            {r: (0, 1 << 62) for r in self.params.regions},
-        )
-        assert plan is not None
-        for table, src in plan.copies:
-            await self.store(
-                copies_repo.order, self.now_us, table, src, plan.region, 1, None, "on-demand", "W"
-            )
-        await self._replan()
-
-
 def test_a_service_that_ignores_the_daily_cap_is_caught_online_and_offline(
     tmp_path: Path,
 ) -> None:
-    kind = _broken("mast-cap-blind", migration=CapBlindService)
+    kind = broken_system("mast-cap-blind", migration=CapBlindService)
     raw = lake_story(duration="2h", migration={"daily_cap_bytes": 6 * TB})
     raw["system"]["kind"] = kind
     raw["invariants"]["enabled"].append("migration-cap")
     result, _ = run(raw, tmp_path)
     assert any(v[2] == "migration-cap" and "over the" in v[3] for v in result.violations)
-    assert _offline(result.out, "migration-cap")
+    assert caught_offline(result.out, "migration-cap")
 
 
 def test_a_copy_into_a_full_region_is_caught_online_and_offline(tmp_path: Path) -> None:
@@ -202,7 +133,7 @@ def test_a_copy_into_a_full_region_is_caught_online_and_offline(tmp_path: Path) 
     result, events = run(story("mast"), tmp_path / "ok")
     assert result.violations == []
     assert decisions(events, "migration.on-demand")[0]["region"] == "west"
-    kind = _broken("mast-room-blind", migration=RoomBlindService)
+    kind = broken_system("mast-room-blind", migration=RoomBlindService)
     result, _ = run(story(kind), tmp_path / "broken")
     assert any(v[2] == "storage" and "over its" in v[3] for v in result.violations)
-    assert _offline(result.out, "storage")
+    assert caught_offline(result.out, "storage")

@@ -19,13 +19,14 @@ from typing import Any
 
 import pytest
 
-from actors.common.cm.ledger import ClusterView
+from actors.common.cm.ledger import ClusterLedger
 from actors.common.leadership import LeaseTiming
 from actors.mast.ras import RasSettings, SpecChange, ras_wiring, specs_at
 from actors.mast.system import MastParams
 from actors.mast.world import RegionHardware, WorldModel, machines, static_clusters
 from actors.policies.mast.ras import ClusterSpec, kind_of
 from emulator.registry import builtin_scenarios, load_plugins
+from emulator.run.events import named
 from emulator.run.replay import check
 from emulator.run.runner import RunResult, execute, plan_run
 from emulator.run.scenario import (
@@ -36,16 +37,18 @@ from emulator.run.scenario import (
     decode_scenario,
 )
 from emulator.trace import TraceEvent
+from emulator.units import MIN
 from store import Store, leases
 from store.events import event_name
 from store.mast import fleet
 from store.mast.fleet import Allocation
 from store.mast.queue import Fence
 from store.mast.records import DynamicCluster, Machine
-from tests.conftest import trace_events
+from store.mast.schema import MAST_SCHEMA
+from tests.support.rundb import trace_events
+from tests.support.trace import store_events
 
 load_plugins()
-MIN = 60_000_000
 POWER_LOSS_US = 100 * MIN
 FD0 = "us-east/dc0/fd0"
 
@@ -90,16 +93,16 @@ class Fleet:
         self.healthy: dict[str, bool] = dict.fromkeys(self.machines, True)
 
     def apply(self, e: TraceEvent) -> None:
-        if e.kind != "store":
+        if e.kind != "store" or e.type not in ("fleet.membership", "fleet.health"):
             return
-        args, result = e.payload
-        if e.type == "fleet.membership" and result:
-            for host, old, new in args[2]:
+        write = named(e)
+        if e.type == "fleet.membership" and write.result:
+            for host, old, new in write.moves:
                 assert self.cluster[host] == old, f"{host} moved from {old} but was elsewhere"
                 self.cluster[host] = new
         elif e.type == "fleet.health":
-            for host in args[0]:
-                self.healthy[host] = args[1]
+            for host in write.hosts:
+                self.healthy[host] = write.healthy
 
     def healthy_counts(self) -> dict[str, Counter[str]]:
         out: dict[str, Counter[str]] = {}
@@ -170,12 +173,14 @@ def test_a_job_runs_on_a_machine_ras_moved_into_its_cluster(story) -> None:
     moved_in = []
     for e in story:
         fleet_.apply(e)
-        if e.kind == "store" and e.type == "fleet.start" and e.payload[1] is not None:
-            args = e.payload[0]
-            cluster = args[4]
-            hosts = [h for h, _ in args[6]] + list(args[7])
+        if e.kind != "store" or e.type != "fleet.start":
+            continue
+        start = named(e)
+        if start.result is not None:
+            cluster = start.cluster
+            hosts = [h for h, _ in start.gpus] + list(start.cpu_hosts)
             assert all(fleet_.cluster[h] == cluster for h in hosts)  # never another cluster's
-            moved_in += [(args[2], h) for h in hosts if static[h] != cluster]
+            moved_in += [(start.workload_id, h) for h in hosts if static[h] != cluster]
     # The RMS planned on them and the CM accepted them: both views followed RAS.
     assert len(moved_in) >= 5
 
@@ -187,9 +192,9 @@ def test_a_spec_change_moves_machines_from_ml_clusters_to_the_non_ml_one(story) 
     to_non_ml = sum(n for (old, new), n in moves.items() if new == "us-east/nonml")
     assert to_non_ml >= 2 and all(old in ("us-east/c0", "us-east/c1") for old, _ in moves)
     commit = next(
-        e for e in story if e.type == "fleet.membership" and e.t_us == 60 * MIN and e.payload[1]
+        e for e in store_events(story, "fleet.membership") if e.t_us == 60 * MIN and e.result
     )
-    assert sorted(commit.payload[0][2]) == sorted(change.payload["moves"])
+    assert sorted(commit.moves) == sorted(change.payload["moves"])
     # Non-ML machines have no CM: only ML clusters were told.
     told = {
         e.payload["msg"]["msg"]["cluster"]
@@ -301,7 +306,7 @@ async def test_membership_writes_are_fenced_all_or_nothing_and_strays_found(tmp_
     world = _tiny_world()
     clusters, ms = static_clusters(world, machines(world))
     gpu = [m.host for m in ms if m.gpus and m.cluster == "x/c0"]
-    async with Store.open_ctx(tmp_path / "s.db") as store:
+    async with Store.open_ctx(tmp_path / "s.db", (MAST_SCHEMA,)) as store:
         await fleet.put_clusters(store, clusters)
         await fleet.put_machines(store, ms)
         lease = await leases.acquire(store, "ras/x", "ras/x/0", 0, 10 * MIN)
@@ -324,20 +329,20 @@ async def test_membership_writes_are_fenced_all_or_nothing_and_strays_found(tmp_
         assert await fleet.strays(store, "x/c0") == [("w", "t")]
         totals = {c.id: c.intended_machines for c in await fleet.clusters(store)}
         assert totals == {"x/c0": 7, "x/c1": 9}
-        view = await ClusterView.fetch(_StoreOnly(store), "x/c1")  # type: ignore[arg-type]
+        view = await ClusterLedger.fetch(_StoreOnly(store), "x/c1")  # type: ignore[arg-type]
         assert view.transit == {gpu[0]} and not view.jobs and not view.usable(gpu[0])
         state = next(s for s in view.snapshot().machines if s.host == gpu[0])
         assert not state.healthy
         # Its CM lets the job go: the stray is gone, and a reload finds the machine free.
         assert await fleet.release_job(store, cm, 4, "w", "t", "STOPPED")
         assert await fleet.strays(store, "x/c0") == []
-        again = await ClusterView.fetch(_StoreOnly(store), "x/c1", previous=view)  # type: ignore[arg-type]
+        again = await ClusterLedger.fetch(_StoreOnly(store), "x/c1", previous=view)  # type: ignore[arg-type]
         assert again.transit == set() and again.usable(gpu[0])
         assert next(s for s in again.snapshot().machines if s.host == gpu[0]).healthy
 
 
 class _StoreOnly:
-    """Just enough of an actor for `ClusterView.fetch`: store calls, run directly."""
+    """Just enough of an actor for `ClusterLedger.fetch`: store calls, run directly."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -348,7 +353,7 @@ class _StoreOnly:
 
 def test_an_allocation_of_no_job_of_the_cluster_puts_its_machine_in_transit() -> None:
     m = Machine(host="h", region="x", rack="x/r", fault_domain="x/f", gpu_type="H100", gpus=8)
-    view = ClusterView.load("c", [(m, True)], [Allocation("h", "w", "t", 8, False, 0)], [])
+    view = ClusterLedger.load("c", [(m, True)], [Allocation("h", "w", "t", 8, False, 0)], [])
     assert view.transit == {"h"} and view.gpus_used["h"] == 0
 
 

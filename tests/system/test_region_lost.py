@@ -14,22 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from actors.common.cm.manager import ClusterManager
+from actors.common.cm.recovery import CMRecovery
 from actors.mast.gms import GlobalScheduler
 from actors.mast.system import MastSystem
 from emulator.registry import register_system
+from emulator.units import MIN
 from store import Store, leases
 from store.mast import fleet, queue
 from store.mast.records import DynamicCluster, JobSpec, Machine, Tenant, WorkloadSpec
-from tests.system.test_outage_scenarios import (
-    MIN,
-    Run,
-    decided,
-    raw_builtin,
-    run_raw,
-    starts,
-    states,
-    stored,
-)
+from store.mast.schema import MAST_SCHEMA
+from tests.support.builtin import Run, raw_builtin, run_raw
+from tests.support.dsl import workload_states
+from tests.support.trace import decision_events, events_of, job_starts, store_events
 
 
 def outage(tmp_path: Path, faults: list[dict[str, Any]], kind: str = "mast") -> Run:
@@ -49,10 +45,9 @@ RMS_ONLY = [
 def told_gms(events: list[Any], region: str) -> list[dict[str, Any]]:
     """The messages an RMS of `region` got through to the GMS (unwrapped from `Reliable`)."""
     out = []
-    for e in events:
-        if e.kind == "deliver" and e.src.startswith(f"rms/{region}/") and e.dst.startswith("gms"):
-            msg = e.payload["msg"]
-            out.append(msg["msg"] if msg.get("type") == "Reliable" else msg)
+    for e in events_of(events, "deliver"):
+        if e.src.startswith(f"rms/{region}/") and e.dst.startswith("gms"):
+            out.append(e.msg["msg"] if e.msg.get("type") == "Reliable" else e.msg)
     return out
 
 
@@ -62,36 +57,46 @@ def test_a_region_back_frees_what_its_dead_jobs_left_and_adopts_none_of_it(
 ) -> None:
     result, events = outage(tmp_path, SHORT)
     assert result.status == "ok" and result.violations == []
-    (lost,) = decided(events, "gms.region-lost")
-    (moved,) = [s for s in starts(events, "logs-train") if s[0] > lost.t_us]
+    (lost,) = decision_events(events, "gms.region-lost")
+    (moved,) = [s for s in job_starts(events, "logs-train") if s.t_us > lost.t_us]
     up = 50 * MIN
-    assert moved[2] == "us-west/c0" and moved[0] < up
+    assert moved.cluster == "us-west/c0" and moved.t_us < up
     # Back at 50 min, logs-train still runs in us-west: its old allocations on
     # us-east's machines (4 machines × 8 GPUs) are freed by us-east's CM.
-    freed = [e for e in stored(events, "fleet.leftovers") if e.payload[1]]
+    freed = [e for e in store_events(events, "fleet.leftovers") if e.result]
     assert [e.t_us for e in freed] == [up]
-    assert sorted({(w, j) for _, w, j in freed[0].payload[1]}) == [("logs-train", "trainer")]
-    first_hosts = {h for e in stored(events, "fleet.start") if e.payload[0][2] == "logs-train"
-                   and e.payload[0][4] == "us-east/c0" for h, _ in e.payload[0][6]}  # fmt: skip
-    assert {h for h, _, _ in freed[0].payload[1]} == first_hosts and len(first_hosts) == 4
+    assert sorted({(w, j) for _, w, j in freed[0].result}) == [("logs-train", "trainer")]
+    first_hosts = {
+        h
+        for e in store_events(events, "fleet.start", "logs-train")
+        if e.cluster == "us-east/c0"
+        for h, _ in e.gpus
+    }
+    assert {h for h, _, _ in freed[0].result} == first_hosts and len(first_hosts) == 4
     # Nothing of it runs in us-east again, and us-east's RMS says nothing of
     # the dispatch it held before the outage.
-    assert [s[2] for s in starts(events, "logs-train")] == ["us-east/c0", "us-west/c0"]
+    assert [s.cluster for s in job_starts(events, "logs-train")] == ["us-east/c0", "us-west/c0"]
     after = [e for e in events if e.t_us >= up]
     assert [m for m in told_gms(after, "us-east") if m.get("workload_id") == "logs-train"] == []
-    assert set(states(result).values()) == {"DONE"}
+    assert set(workload_states(result).values()) == {"DONE"}
     with sqlite3.connect(result.out) as c:
         assert c.execute("SELECT count(*) FROM allocations").fetchone() == (0,)
+
+
+class RestartingRecovery(CMRecovery):
+    """Takes every dispatch for standing, whatever became of its workload."""
+
+    async def dispatch_stands(self, key: tuple[str, str], attempt: int) -> bool:
+        return True
+
+    async def drop_gone(self, key: tuple[str, str]) -> None:
+        return None
 
 
 class RestartingCM(ClusterManager):
     """Restarts every job it rebuilds whose agent is gone, whatever became of its workload."""
 
-    async def _dispatch_stands(self, key: tuple[str, str], attempt: int) -> bool:
-        return True
-
-    async def _drop_gone(self, key: tuple[str, str]) -> None:
-        return None
+    Recovery = RestartingRecovery
 
 
 def test_a_cm_back_that_restarts_work_given_up_is_caught(tmp_path: Path) -> None:
@@ -99,8 +104,8 @@ def test_a_cm_back_that_restarts_work_given_up_is_caught(tmp_path: Path) -> None
     result, events = outage(tmp_path, SHORT, kind="mast-restarting-cm")
     # ads-train (no DR replica) waits in the queue; the broken CM restarts its
     # dead job in us-east anyway, and the workload is queued with a job running.
-    again = [s for s in starts(events, "ads-train") if s[0] >= 50 * MIN]
-    assert again and again[0][2] == "us-east/c0"
+    again = [s for s in job_starts(events, "ads-train") if s.t_us >= 50 * MIN]
+    assert again and again[0].cluster == "us-east/c0"
     assert any(
         v[2] == "gang" and v[3].startswith("ads-train went to") and "still hold machines" in v[3]
         for v in result.violations
@@ -119,19 +124,19 @@ class RmsOnlyGMS(GlobalScheduler):
 def test_a_region_whose_rms_alone_is_down_keeps_its_work(tmp_path: Path) -> None:
     result, events = outage(tmp_path, RMS_ONLY)
     assert result.status == "ok" and result.violations == []
-    assert decided(events, "gms.region-lost") == []
+    assert decision_events(events, "gms.region-lost") == []
     # Its jobs ran on, each once, where they started.
     for workload in ("logs-train", "ads-train"):
-        assert [s[2:4] for s in starts(events, workload)] == [("us-east/c0", 1)]
-    assert set(states(result).values()) == {"DONE"}
+        assert [(s.cluster, s.attempt) for s in job_starts(events, workload)] == [("us-east/c0", 1)]
+    assert set(workload_states(result).values()) == {"DONE"}
 
 
 def test_a_gms_giving_up_a_region_whose_cms_lead_is_caught(tmp_path: Path) -> None:
     register_system(MastSystem("mast-rms-only-gms", gms=RmsOnlyGMS))
     result, events = outage(tmp_path, RMS_ONLY, kind="mast-rms-only-gms")
-    (lost, *_) = decided(events, "gms.region-lost")
+    (lost, *_) = decision_events(events, "gms.region-lost")
     # logs-train now runs twice: on in us-east, and again in us-west.
-    assert [s[2] for s in starts(events, "logs-train")] == ["us-east/c0", "us-west/c0"]
+    assert [s.cluster for s in job_starts(events, "logs-train")] == ["us-east/c0", "us-west/c0"]
     caught = [v for v in result.violations if v[2] == "auction"]
     assert caught and caught[0][1] == lost.t_us
     assert "us-east given up as dark" in caught[0][3] and "cm/us-east/c0" in caught[0][3]
@@ -181,7 +186,7 @@ def test_store_an_attempt_replaced_elsewhere_leaves_a_leftover_only_its_cm_frees
     tmp_path: Path,
 ) -> None:
     async def story() -> None:
-        async with Store.open_ctx(tmp_path / "s.db") as store:
+        async with Store.open_ctx(tmp_path / "s.db", (MAST_SCHEMA,)) as store:
             east, west = await _fleet(store)
             assert await start(store, east, 10, "east/m0") == (1, 0)
             # The job starts again in west (its region given up): the old allocation stays.
@@ -207,7 +212,7 @@ def test_store_an_attempt_replaced_elsewhere_leaves_a_leftover_only_its_cm_frees
 
 def test_store_a_machine_in_transit_is_not_a_leftover(tmp_path: Path) -> None:
     async def story() -> None:
-        async with Store.open_ctx(tmp_path / "s.db") as store:
+        async with Store.open_ctx(tmp_path / "s.db", (MAST_SCHEMA,)) as store:
             east, west = await _fleet(store)
             assert await start(store, east, 10, "east/m1") == (1, 0)
             # RAS moves east/m1 to west/c0 while the job (current attempt) holds it.

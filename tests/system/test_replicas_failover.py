@@ -1,6 +1,6 @@
 """Replicated roles: a follower takes over from a leader that died, and nothing is lost.
 
-The world of `test_mast_scenarios` (regions east and west, one dynamic cluster
+The world of `tests/support/dsl.py` (regions east and west, one dynamic cluster
 of 32 GPUs and 4 CPU machines each) with MAST's replica counts: 2 GMS
 instances (gms/0 in east, gms/1 in west), 2 RMS instances per region and 3
 CM instances per cluster. The lease lasts 30 s and is renewed every 10 s, so a
@@ -20,28 +20,19 @@ from emulator.errors import InputError
 from emulator.run.runner import plan_run
 from emulator.run.scenario import convert_scenario
 from emulator.trace import TraceEvent
-from emulator.units import S
-from tests.conftest import read_run_db
-from tests.system.test_mast_scenarios import (
-    MIN,
-    H,
+from emulator.units import MIN, H, S
+from tests.support.dsl import (
+    TAKEOVER_US_MAX,
+    crash,
     job,
     preemption_story,
     run,
     scenario,
     states,
-    store_events,
     workload,
 )
-
-TAKEOVER_US_MAX = 30 * S + 10 * S  # ttl + renew_every
-
-
-def crash(target: str, at: str, restart_after: str | None = None) -> dict[str, Any]:
-    fault: dict[str, Any] = {"action": "crash", "at": at, "target": target}
-    if restart_after is not None:
-        fault["restart_after"] = restart_after
-    return fault
+from tests.support.rundb import read_run_db
+from tests.support.trace import events_of, leaders, started_once, store_events
 
 
 def two_region_story(*faults: dict[str, Any]) -> dict[str, Any]:
@@ -59,29 +50,9 @@ def two_region_story(*faults: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-def leaders(events: list[TraceEvent], role: str) -> list[tuple[int, str, int]]:
-    """(time, instance, epoch) of every `lease.leader` claim for `role`."""
-    return [
-        (e.t_us, e.src, e.payload["epoch"])
-        for e in events
-        if e.kind == "decision" and e.type == "lease.leader" and e.payload["role"] == role
-    ]
-
-
 def crash_time(events: list[TraceEvent]) -> tuple[int, str]:
     (event,) = [e for e in events if e.kind == "crash"]
     return event.t_us, event.dst
-
-
-def started_once(events: list[TraceEvent], *workloads: str) -> dict[str, int]:
-    """Successful starts per job of these workloads (`fleet.start` that landed)."""
-    counts: dict[str, int] = {}
-    for wid in workloads:
-        for e in store_events(events, "fleet.start", wid):
-            if e.payload[1]:
-                key = f"{wid}/{e.payload[0][3]}"
-                counts[key] = counts.get(key, 0) + 1
-    return counts
 
 
 def assert_takeover(events: list[TraceEvent], role: str) -> str:
@@ -117,9 +88,9 @@ def test_gms_leader_dies_mid_auction_and_the_workload_is_dispatched_once(tmp_pat
     result, events = run(two_region_story(crash("leader of gms", "20m10.1s")), tmp_path)
     assert result.violations == []
     assert assert_takeover(events, "gms") == "gms/1"
-    opened = [e for e in store_events(events, "auction.open", "B") if e.payload[1]]
+    opened = [e for e in store_events(events, "auction.open", "B") if e.result]
     assert [e.src for e in opened] == ["gms/0", "gms/1"]
-    awards = [e for e in store_events(events, "queue.award", "B") if e.payload[1]]
+    awards = [e for e in store_events(events, "queue.award", "B") if e.result]
     assert [e.src for e in awards] == ["gms/1"]
     assert states(result) == ALL_DONE
     assert started_once(events, *ALL_DONE) == ONCE
@@ -145,8 +116,8 @@ def test_cm_leader_dies_while_its_jobs_run_and_a_follower_finishes_them(tmp_path
     assert result.violations == []
     successor = assert_takeover(events, "cm/west/c0")
     # A and B (running at 30 min) end under the new leader, reported by their agents.
-    ends = [e for e in store_events(events, "fleet.release") if e.payload[1]]
-    assert {e.src for e in ends if e.payload[0][2] in ("A", "B")} == {successor}
+    ends = [e for e in store_events(events, "fleet.release") if e.result]
+    assert {e.src for e in ends if e.workload_id in ("A", "B")} == {successor}
     assert states(result) == ALL_DONE
     assert started_once(events, *ALL_DONE) == ONCE
 
@@ -165,13 +136,13 @@ def test_cm_leader_paused_past_its_lease_is_deposed_and_does_not_act(tmp_path: P
     assert result.violations == []
     claims = leaders(events, "cm/east/c0")
     assert [(src, epoch) for _, src, epoch in claims] == [("cm/east/c0/0", 1), ("cm/east/c0/1", 2)]
-    (release,) = [e for e in store_events(events, "fleet.release", "J") if e.payload[1]]
-    assert release.src == "cm/east/c0/1" and release.payload[0][4] == "DONE"
+    (release,) = [e for e in store_events(events, "fleet.release", "J") if e.result]
+    assert release.src == "cm/east/c0/1" and release.state == "DONE"
     woke = next(e.t_us for e in events if e.kind == "unpause")
     assert not [
         e for e in events if e.src == "cm/east/c0/0" and e.t_us >= woke and e.kind == "store"
     ]
-    assert any(e.kind == "drop" and e.payload[0] == "not-leader" for e in events)
+    assert any(e.reason == "not-leader" for e in events_of(events, "drop"))
     assert states(result)["J"] == ("DONE", 0)
 
 

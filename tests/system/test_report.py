@@ -1,6 +1,6 @@
 """report: `mastemu report` / `compare` numbers checked against scripted runs worked out by hand.
 
-The world is the one of `test_mast_scenarios`: regions east and west, each one
+The world is the one of `tests/support/dsl.py`: regions east and west, each one
 dynamic cluster of 4 A100 machines (32 GPUs) and 4 CPU machines; tenants `hi`
 (priority 1) and `lo` (priority 5) with quotas far above the world, so every
 scheduling event is within quota.
@@ -12,18 +12,19 @@ import asyncio
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import numpy as np
 import pytest
 
-from actors.mast.report.fold import MastReporter, ReportOptions, step_integral
+from actors.mast.report.arithmetic import step_integral
 from emulator.cli.main import main
 from emulator.registry import builtin_scenarios
 from emulator.trace import TraceEvent
-from emulator.units import S
-from tests.system.test_mast_scenarios import MIN, H, job, run, scenario, store_events, workload
+from emulator.units import MIN, H, S
+from tests.support.dsl import job, run, scenario, workload
+from tests.support.report import report_of
+from tests.support.trace import store_events
 
 REQUIRED = {
     "scenario",
@@ -48,26 +49,22 @@ REQUIRED = {
 }
 
 
-def report_of(db: Path, **options: Any) -> dict[str, Any]:
-    return asyncio.run(MastReporter(ReportOptions(**options)).report(db))
-
-
 def transitions(events: list[TraceEvent], wid: str) -> list[tuple[int, str]]:
     """(time, new state) of every committed queue move of `wid`, submission included."""
     out = [
         (e.t_us, "PENDING")
         for e in store_events(events, "queue.submit")
-        if e.payload[0][0]["id"] == wid and e.payload[1]
+        if e.spec["id"] == wid and e.result
     ]
     out += [
         (e.t_us, "DISPATCHING")
         for e in store_events(events, "queue.award", wid)
-        if e.payload[0][2] == wid and e.payload[1]
+        if e.workload_id == wid and e.result
     ]
     out += [
-        (e.t_us, e.payload[0][2])
+        (e.t_us, e.to_state)
         for e in store_events(events, "queue.transition", wid)
-        if e.payload[0][0] == wid and e.payload[1]
+        if e.workload_id == wid and e.result
     ]
     return sorted(out)
 
@@ -120,8 +117,8 @@ def test_one_8_gpu_job_for_an_hour_on_64_gpus_for_2_hours(one_job) -> None:
     assert report["scenario"] == "scripted" and report["seed"] == 1 and report["policy"] == "mast"
     assert report["invariant_violations"] == 0
     assert report["gpus"] == 64 and report["cpu_machines"] == 8
-    (start,) = [e for e in store_events(events, "fleet.start", "W") if e.payload[1]]
-    (release,) = [e for e in store_events(events, "fleet.release", "W") if e.payload[1]]
+    (start,) = [e for e in store_events(events, "fleet.start", "W") if e.result]
+    (release,) = [e for e in store_events(events, "fleet.release", "W") if e.result]
     held_s = (release.t_us - start.t_us) / S
     # 8 GPUs held from the allocation to the release, over 64 GPUs · 7,200 s:
     # 8·3600/(64·7200) = 1/16 if the job held them exactly an hour; it holds them
@@ -242,11 +239,11 @@ def test_the_slo_clock_runs_only_while_within_quota(tmp_path: Path) -> None:
     (a_done,) = [t for t, state in transitions(events, "A") if state == "DONE"]
     assert b_start == 5 * MIN and b_wait > 3000 and a_done < b_start + b_wait * S
     ranks = [
-        (e.t_us, row[3])
+        (e.t_us, within)
         for e in store_events(events, "queue.rank")
-        if e.payload[1]
-        for row in e.payload[0][2]
-        if row[0] == "B"
+        if e.result
+        for wid, _priority, _credit, within in e.ranking
+        if wid == "B"
     ]
     assert ranks[0][1] is False and ranks[-1][1] is True
     within_from = next(t for t, within in ranks if within)

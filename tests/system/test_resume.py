@@ -31,11 +31,12 @@ from typing import Any
 import pytest
 
 from actors.common.client import Client, ClientParams
-from actors.mast.report.fold import MastReporter
+from actors.mast.report.reporter import MastReporter
 from actors.mast.system import MastSystem
 from emulator.cli import main as cli
 from emulator.kernel import Kernel
 from emulator.registry import builtin_scenarios, load_plugins, register_system
+from emulator.run.events import named
 from emulator.run.resume import resume
 from emulator.run.runner import KILL_AT_ENV, RunResult, execute, plan_run
 from emulator.run.scenario import decode_scenario
@@ -44,6 +45,7 @@ from store import Store
 from store.mast.queue import STATES, in_states
 from store.runs import RunMeta, get_run_meta, put_run_meta
 from store.trace import TraceRow, iter_trace
+from tests.support.trace import store_events
 
 Queue = dict[str, str]
 
@@ -260,7 +262,11 @@ def test_a_resumed_run_killed_again_resumes_again(tmp_path: Path, reference: Que
     first, second = resumes(rows)
     assert first.t_us <= 20 * MIN < second.t_us <= 40 * MIN
     # Each kill ends one incarnation of every actor that was up.
-    gms = [(r.kind, r.payload) for r in rows if r.dst == "gms/0" and r.kind.endswith("start")]
+    gms = [
+        (r.kind, named(r).incarnation)
+        for r in rows
+        if r.dst == "gms/0" and r.kind.endswith("start")
+    ]
     assert gms == [("start", 0), ("restart", 1), ("restart", 2)]
     code, report = cli_main("check", str(db))
     assert code == 0, report
@@ -355,7 +361,7 @@ def test_a_victim_whose_agent_died_with_the_process_breaks_no_invariant(tmp_path
     assert queue == {"H": "DONE", "L": "RUNNING"}
     # L's agent was found dead and L restarted long before H came: L saved
     # its checkpoint and let H in at once, not after the CM's 5-min stop timeout.
-    h_start = next(r for r in rows if r.type == "fleet.start" and r.payload[0][2] == "H")
+    h_start = store_events(rows, "fleet.start", "H")[0]
     assert h_start.t_us < 62 * MIN
 
 
@@ -374,8 +380,8 @@ def test_a_victim_killed_while_saving_its_checkpoint_is_released_without_a_viola
     db = tmp_path / "run.db"
     kill_us = 60 * MIN + 20_000_000
     run_until_boom(path, db, kill_us)
-    saving = [r for r in read(db)[2] if r.type == "fleet.state" and r.payload[1]]
-    assert saving[-1].payload[0][4] == "CHECKPOINTING", "L was not saving at the kill"
+    saving = [e for e in store_events(read(db)[2], "fleet.state") if e.result]
+    assert saving[-1].state == "CHECKPOINTING", "L was not saving at the kill"
 
     result = asyncio.run(resume(db))
 
@@ -386,7 +392,7 @@ def test_a_victim_killed_while_saving_its_checkpoint_is_released_without_a_viola
     (lost,) = [r.payload for r in rows if r.type == "cm.agent-lost"]
     assert lost == {"workload": "L", "job": "trainer", "attempt": 1}
     # H did not wait for the RMS's 15-min dispatch timeout.
-    h_start = next(r for r in rows if r.type == "fleet.start" and r.payload[0][2] == "H")
+    h_start = store_events(rows, "fleet.start", "H")[0]
     assert h_start.t_us - kill_us < 2 * MIN
     code, report = cli_main("check", str(db))
     assert code == 0, report

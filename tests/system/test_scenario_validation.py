@@ -31,7 +31,7 @@ from emulator.cli import main as cli
 from emulator.errors import InputError
 from emulator.registry import builtin_scenarios
 from emulator.run import scenario
-from emulator.run.runner import Plan, plan_run
+from emulator.run.runner import RunPlan, plan_run
 from emulator.run.scenario import Scenario, convert_scenario
 
 LEASE_PATH = builtin_scenarios()["leader-lease"]
@@ -401,7 +401,7 @@ def validate(raw: Any) -> Scenario | InputError:
     try:
         loaded = convert_scenario(raw, "x.toml")
         assert isinstance(loaded, Scenario)
-        assert isinstance(plan_run(loaded, "", "x.toml"), Plan)
+        assert isinstance(plan_run(loaded, "", "x.toml"), RunPlan)
         return loaded
     except InputError as error:
         assert error.source == "x.toml"

@@ -15,15 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from emulator.registry import builtin_scenarios, load_plugins
+from emulator.registry import builtin_scenarios, load_plugins, register_actor
 from emulator.run.runner import RunResult, execute, plan_run
 from emulator.run.scenario import decode_scenario, parse_raw
 from emulator.run.shrink import ddmin, duration_text, fault_raw, materialise, to_toml
 from emulator.units import parse_duration_us
-from tests.conftest import run_cli
-from tests.support.broken_lease import UnfencedCandidate
+from tests.support.broken import UnfencedCandidate
+from tests.support.cli import run_cli
 
 load_plugins()
+register_actor(UnfencedCandidate)
 
 
 # leader-lease compressed into one hour: the leader crashes at 10m, the WAN

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from actors.common.cm.manager import ClusterManager
+from actors.common.cm.recovery import CMRecovery
 from actors.mast.system import MastSystem
 from emulator.actor import Actor
 from emulator.cli import main as cli
@@ -36,15 +37,15 @@ from emulator.run.scenario import (
     scenario_json_schema,
 )
 from emulator.trace import TraceEvent
-from emulator.units import MIN, S, parse_duration_us
-from tests.conftest import trace_events
-from tests.support.broken_lease import UnfencedCandidate
+from emulator.units import MIN, H, S, parse_duration_us
+from tests.support.broken import UnfencedCandidate
 from tests.support.harness import make_kernel, record, spawn
+from tests.support.rundb import trace_events
+from tests.support.trace import events_of, store_events
 
 load_plugins()
 LEADER_LEASE = builtin_scenarios()["leader-lease"].read_text()
 GMS_FAILOVER = builtin_scenarios()["gms-failover"].read_text()
-H = 60 * MIN
 
 
 def slow_fault(at: str, target: str, duration: str, latency: str) -> str:
@@ -208,16 +209,12 @@ def test_a_leader_whose_store_is_slower_than_its_lease_loses_it(tmp_path: Path) 
     lost = [e for e in events if e.type == "lease.lost" and e.src == slowed]
     assert lost and lost[0].t_us > t
     # Requests it took in before it lost the lease were refused by the fence.
-    late = [
-        e.payload
-        for e in events
-        if e.kind == "store" and e.type == "lease.effect" and e.src == slowed and e.t_us > t
-    ]
-    assert late and not any(result_ for _, result_ in late)
+    late = [e for e in store_events(events, "lease.effect") if e.src == slowed and e.t_us > t]
+    assert late and not any(e.result for e in late)
     # Each of its calls in the window was answered 15 s late, and only those.
-    delayed = [e for e in events if e.kind == "slow-store"]
+    delayed = events_of(events, "slow-store")
     assert delayed and {e.src for e in delayed} == {slowed}
-    assert all(e.payload == 15 * S for e in delayed)
+    assert all(e.latency_us == 15 * S for e in delayed)
     assert all(start.t_us <= e.t_us < start.t_us + 2 * MIN for e in delayed)
 
 
@@ -308,11 +305,17 @@ def test_a_bad_slow_store_fault_exits_2_naming_its_key(
     assert err.startswith(f"{key_path}: ") and fragment in err, err
 
 
+class SilentRecovery(CMRecovery):
+    """Reports none of the ends a predecessor committed but did not tell."""
+
+    async def report_unheard_ends(self) -> None:
+        return None
+
+
 class SilentSuccessorCM(ClusterManager):
     """Reports none of the ends its predecessor committed but did not tell."""
 
-    async def _report_unheard_ends(self) -> None:
-        return None
+    Recovery = SilentRecovery
 
 
 def cm_dies_mid_move(kind: str = "mast") -> str:
@@ -341,19 +344,14 @@ def test_mast_a_cm_dying_while_it_moves_a_failed_job_loses_nothing(tmp_path: Pat
     assert result.status == "ok" and result.violations == []
     events = trace(result.out)
     (crash,) = [e for e in events if e.kind == "fault" and e.type == "crash.start"]
-    freed = [
-        e for e in events
-        if e.kind == "store" and e.type == "fleet.release" and e.payload[0][2] == "captioner"
-    ]  # fmt: skip
+    freed = store_events(events, "fleet.release", "captioner")
     # The story happened: freed (STOPPED) by the dying leader before its crash,
     # and not restarted by it.
     assert freed[0].src == crash.payload["actor"] and freed[0].t_us < crash.t_us
-    assert freed[0].payload[0][4] == "STOPPED" and freed[0].payload[1] is True
+    assert freed[0].state == "STOPPED" and freed[0].result is True
     restarts = [
-        e for e in events
-        if e.kind == "store" and e.type == "fleet.start" and e.payload[0][2] == "captioner"
-        and e.t_us > freed[0].t_us
-    ]  # fmt: skip
+        e for e in store_events(events, "fleet.start", "captioner") if e.t_us > freed[0].t_us
+    ]
     assert restarts and all(e.src != crash.payload["actor"] for e in restarts)
     # Its successor told the RMS the job had ended, the workload went back to
     # the queue and ran to its end.

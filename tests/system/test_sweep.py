@@ -15,8 +15,8 @@ import pytest
 
 from actors.mast.system import MastSystem
 from emulator.registry import builtin_scenarios, load_plugins, register_actor, register_system
-from tests.conftest import run_cli
-from tests.support.broken_lease import UnfencedCandidate
+from tests.support.broken import UnfencedCandidate
+from tests.support.cli import run_cli
 
 load_plugins()
 

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from actors.mast.report.fold import MastReporter
+from actors.mast.report.reporter import MastReporter
 from emulator.registry import builtin_scenarios, load_plugins
 from emulator.run.runner import execute, plan_run
 from emulator.run.scenario import convert_scenario, parse_raw

@@ -1,6 +1,6 @@
 """gms: a region cut off from the GMS does not stop a workload from waiting for its data.
 
-The `lake` story of `tests/system/test_migration_service.py`: W reads the 10 TB
+The `lake` story of `tests/support/stories.py`: W reads the 10 TB
 table `big`, whose only copy is in `lake` (no GPUs); `east` and `west` have
 the A100s. With the WAN between `east` (where the GMS leads) and `west` cut
 for the first hour, `west` answers no auction: the regions that do answer
@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.system.test_mast_scenarios import H, decisions, run, states, store_events
-from tests.system.test_migration_service import lake_story
+from emulator.units import H
+from tests.support.dsl import run, states
+from tests.support.stories import lake_story
+from tests.support.trace import decisions, store_events
 
 CUT = [{"action": "partition", "at": "1s", "regions": ["east", "west"], "duration": "1h"}]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.checks.protocol import AllocationChecker
+from actors.checks.allocation import AllocationChecker
 from emulator.trace import TraceEvent
 
 FENCE = {"role": "cm/r/c0", "holder": "cm/r/c0/0", "epoch": 1}

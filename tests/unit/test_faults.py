@@ -6,6 +6,7 @@ import asyncio
 import random
 from pathlib import Path
 
+from emulator.run.events import named
 from emulator.run.faults import FaultInjector, nemesis_schedule
 from emulator.run.scenario import (
     CrashFault,
@@ -18,8 +19,8 @@ from emulator.run.scenario import (
 )
 from emulator.units import MIN, MS, S
 from store import Store, leases
+from tests.support.actors import Beater
 from tests.support.harness import make_kernel, record, spawn
-from tests.unit.test_network import Beater
 
 ACTORS = ["a", "b", "c"]
 
@@ -157,7 +158,7 @@ def test_a_link_partition_cuts_one_host_pair_both_ways_and_nothing_else() -> Non
         [Cut(at=Duration(S), hosts=["east/ctl0", "west/ctl0"], duration=Duration(2 * S))]
     )
     asyncio.run(k.run(5 * S))
-    cut = [d for d in drops if d.payload[0] == "partition"]
+    cut = [d for d in map(named, drops) if d.reason == "partition"]
     assert {d.src for d in cut} == {"a", "b"}
     assert all(S <= d.t_us < 3 * S for d in cut) and len(cut) >= 38
     got_b = k.instance("b").got  # type: ignore[union-attr]

@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emulator.net.flows import DEFAULT_QOS_WEIGHTS, FluidNetwork, Link, flow_path
+from emulator.units import S
 
 MB = 1_000_000  # bytes
-S = 1_000_000  # microseconds
 FAST = 1e12  # bytes/s: a capacity that is never the bottleneck
 
 

@@ -10,10 +10,12 @@ import msgspec
 from emulator.actor import Actor, on
 from emulator.errors import CallTimeout
 from emulator.kernel import DOWN, KernelOptions
+from emulator.run.events import named
 from emulator.units import MS, S
 from store import Store, kv, leases
 from store.trace import TraceWriter
 from tests.support.harness import make_kernel, record, spawn
+from tests.support.trace import events_of
 
 
 class Ping(msgspec.Struct, frozen=True, tag=True):
@@ -188,14 +190,12 @@ def test_an_actor_that_raises_crashes_alone_and_restarts() -> None:
         ],
     )
     run(k, 10 * S)
-    crash = [e for e in events if e.kind == "crash"]
+    crash = events_of(events, "crash")
     assert (
-        len(crash) == 1 and crash[0].dst == "echo" and "ValueError: deliberate" in crash[0].payload
+        len(crash) == 1 and crash[0].dst == "echo" and "ValueError: deliberate" in crash[0].reason
     )
     # The Ping at 1.5 s reached a dead actor: dropped and traced; the call timed out.
-    assert any(
-        e.kind == "drop" and e.type == "Ping" and e.payload[0] == "actor-down" for e in events
-    )
+    assert any(e.reason == "actor-down" for e in events_of(events, "drop", "Ping"))
     restart = [e for e in events if e.kind == "restart"]
     assert len(restart) == 1 and restart[0].t_us == crash[0].t_us + 2 * S
     results = k.instance("caller").results  # type: ignore[union-attr]
@@ -212,8 +212,8 @@ def test_a_foreign_await_crashes_the_actor_loudly_and_the_run_goes_on() -> None:
         k, Poker, "poker", "east/ctl0", [(1 * S, "echo", Nap()), (5 * S, "caller", Go("echo", 7))]
     )
     run(k, 10 * S)
-    (crash,) = [e for e in events if e.kind == "crash"]
-    assert "ForeignAwait" in crash.payload and "outside the kernel" in crash.payload
+    (crash,) = events_of(events, "crash")
+    assert "ForeignAwait" in crash.reason and "outside the kernel" in crash.reason
     assert [e.kind for e in events] == ["crash", "restart"]
     assert k.instance("caller").results[0][0:2] == ("pong", 7)  # type: ignore[union-attr]
 
@@ -253,7 +253,7 @@ def test_messages_to_a_down_actor_are_dropped_and_traced() -> None:
     spawn(k, Poker, "poker", "east/ctl0", [(S * i, "echo", Ping(i)) for i in range(1, 6)])
     k.at(1500 * MS, k.crash, "echo", "test", None)
     run(k, 10 * S)
-    dropped = [e for e in events if e.payload[0] == "actor-down"]
+    dropped = [e for e in map(named, events) if e.reason == "actor-down"]
     assert len(dropped) == 4
     assert not k.is_up("echo") and k.actor("echo").state == DOWN  # type: ignore[union-attr]
 
@@ -284,8 +284,8 @@ def test_role_addresses_follow_the_lease_and_drop_when_nobody_leads(tmp_path: Pa
     assert got1 == [1, 2, 3, 4, 5]
     assert got2 == [7, 8]
     # Ping 6 was sent at 6 s, between l1's expiry (5.5 s) and l2's lease (6.5 s).
-    (drop,) = events
-    assert (drop.payload[0], drop.dst, drop.t_us) == ("no-leader", "svc", 6 * S)
+    (drop,) = map(named, events)
+    assert (drop.reason, drop.dst, drop.t_us) == ("no-leader", "svc", 6 * S)
 
 
 def test_trace_rows_reach_the_database_in_chunks(tmp_path: Path) -> None:

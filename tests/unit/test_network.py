@@ -5,47 +5,17 @@ from __future__ import annotations
 import asyncio
 import math
 
-import msgspec
-
 from emulator.actor import Actor, on
 from emulator.net.network import GBPS_TO_BYTES
+from emulator.net.specs import NetworkSpec, RegionPairSpec
+from emulator.run.events import named
 from emulator.run.faults import FaultInjector
-from emulator.run.scenario import (
-    DuplicateFault,
-    Duration,
-    LossFault,
-    NetworkSpec,
-    PartitionFault,
-    RegionPairSpec,
-)
+from emulator.run.scenario import DuplicateFault, Duration, LossFault, PartitionFault
 from emulator.sysmsg import FlowDone
 from emulator.units import MS, S
+from tests.support.actors import Beater
 from tests.support.harness import make_kernel, record, spawn
-
-
-class Beat(msgspec.Struct, frozen=True, tag=True):
-    n: int
-
-
-class Beater(Actor):
-    """Sends Beat(n) to `params` every 100 ms and records what it receives."""
-
-    kind = "test-beater"
-
-    async def on_start(self) -> None:
-        self.n = 0
-        self.got: list[tuple[int, int]] = []
-        self.set_timer(100 * MS, "tick")
-
-    @on(str)
-    def tick(self, _: str) -> None:
-        self.n += 1
-        self.send(self.params, Beat(self.n))
-        self.set_timer(100 * MS, "tick")
-
-    @on(Beat)
-    def beat(self, msg: Beat) -> None:
-        self.got.append((self.now_us, msg.n))
+from tests.support.trace import events_of
 
 
 def test_latency_follows_the_topology_tier() -> None:
@@ -88,7 +58,7 @@ def test_partition_drops_both_ways_for_its_duration_then_heals() -> None:
         # Nothing arrives between the cut (2 s, plus in-flight messages) and the heal at 5 s.
         assert not [t for t, _ in got if 2 * S + 200 * MS < t < 5 * S]
         assert [t for t, _ in got if t > 5 * S + 200 * MS]
-    partition_drops = [d for d in drops if d.payload[0] == "partition"]
+    partition_drops = [d for d in map(named, drops) if d.reason == "partition"]
     senders = {d.src for d in partition_drops}
     assert senders == {"e", "w"}
     # 30 beats each way were sent during the 3 s cut.
@@ -120,7 +90,7 @@ def test_loss_and_duplication_rates_are_honoured() -> None:
     )
     asyncio.run(k.run(1000 * S))
     sent = k.instance("e").n  # type: ignore[union-attr]
-    lost = len([d for d in drops if d.payload[0] == "loss" and d.src == "e"])
+    lost = len([d for d in map(named, drops) if d.reason == "loss" and d.src == "e"])
     # Binomial(n=~10,000, p=0.3): 5 standard deviations is about ±230.
     sd = math.sqrt(sent * 0.3 * 0.7)
     assert abs(lost - 0.3 * sent) < 5 * sd
@@ -130,7 +100,7 @@ def test_loss_and_duplication_rates_are_honoured() -> None:
     sd = math.sqrt(w_sent * 0.2 * 0.8)
     assert abs(dup - 0.2 * w_sent) < 5 * sd
     # Messages on other links are untouched: e's traffic only crosses east–west.
-    assert not [d for d in drops if d.payload[0] == "loss" and d.src != "e"]
+    assert not [d for d in map(named, drops) if d.reason == "loss" and d.src != "e"]
 
 
 class Mover(Actor):
@@ -187,8 +157,8 @@ def test_a_crashed_owner_cancels_its_flows() -> None:
     spawn(k, Mover, "m", "east/ctl0", [("east", "west", 2 * gb)])
     k.at(1 * S, k.crash, "m", "test", None)  # type: ignore[attr-defined]
     asyncio.run(k.run(100 * S))  # type: ignore[attr-defined]
-    cancel = [e for e in flows if e.type == "cancel"]
-    assert len(cancel) == 1 and cancel[0].payload[1] == gb  # half of it had arrived
+    cancel = [named(e) for e in flows if e.type == "cancel"]
+    assert len(cancel) == 1 and cancel[0].bytes_done == gb  # half of it had arrived
     assert not [e for e in flows if e.type == "done"]
 
 
@@ -206,7 +176,5 @@ def test_machine_and_region_failures_crash_hosted_actors_until_they_come_back() 
     restarts = [(e.t_us, e.dst) for e in events if e.kind == "restart"]
     assert crashes == [(1 * S, "m"), (5 * S, "w")]
     assert restarts == [(3 * S, "m"), (6 * S, "w")]
-    down_drops = [
-        e for e in events if e.kind == "drop" and e.payload[0] in ("host-down", "actor-down")
-    ]
+    down_drops = [e for e in events_of(events, "drop") if e.reason in ("host-down", "actor-down")]
     assert down_drops  # w's beats to m while m's machine was down

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.checks.protocol import PreemptionChecker
+from actors.checks.preemption import PreemptionChecker
 from emulator.trace import TraceEvent
 
 FENCE: dict[str, Any] = {"role": "cm/r/c1", "holder": "cm/r/c1/0", "epoch": 1}

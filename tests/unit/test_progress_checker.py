@@ -11,8 +11,8 @@ from typing import Any
 
 from actors.checks.progress import ProgressChecker
 from emulator.trace import TraceEvent
+from emulator.units import MIN
 
-MIN = 60_000_000
 FENCE: dict[str, Any] = {"role": "cm/r/c1", "holder": "cm/r/c1/0", "epoch": 1}
 
 

@@ -15,7 +15,8 @@ from actors.mast.warehouse import (
     build_warehouse,
     majority_home,
 )
-from actors.mast.workload.generator import GeneratorParams, generate, load_for_world, make_tenants
+from actors.mast.workload.generator import GeneratorParams, generate, load_for_world
+from actors.mast.workload.tenants import make_tenants
 from actors.mast.world import RegionHardware, WorldModel, preset
 from emulator.units import H as H_US
 from store.mast.records import DataTable, JobSpec, WorkloadSpec

@@ -22,24 +22,19 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from actors.common.cm.setup import SETUP_S, setup_time_us
+from actors.common.percentiles import PercentileDistribution
 from actors.mast import distributions as dist
-from actors.mast.distributions import PercentileDistribution, floor_gpus, round_gpus
-from actors.mast.workload.generator import (
-    PRIORITY_SHARES,
-    GeneratorParams,
-    TenantMix,
-    generate,
-    load_for_world,
-    make_tenants,
-    read_csv_trace,
-    setup_time_us,
-    write_csv_trace,
-)
+from actors.mast.distributions import floor_gpus, round_gpus
+from actors.mast.workload.csv_trace import read_csv_trace, write_csv_trace
+from actors.mast.workload.generator import GeneratorParams, generate, load_for_world
+from actors.mast.workload.tenants import PRIORITY_SHARES, TenantMix, make_tenants
 from actors.mast.world import RegionHardware, WorldModel, preset
+from emulator.units import US_PER_S, H
 from store.mast.records import GPUS_PER_MACHINE, JobSpec, WorkloadSpec
 
 DAY_US = 86_400_000_000
-H = 3600.0
+HOUR_S = H / US_PER_S  # the duration distributions are in seconds
 
 
 # ---- distributions ---------------------------------------------------------------
@@ -48,9 +43,9 @@ H = 3600.0
     [
         (dist.MACHINES_PER_WORKLOAD, (1, 72, 180, 205, 1_024)),
         (dist.GPUS_PER_GPU_WORKLOAD, (1, 16, 64, 128, 4_096)),
-        (dist.GPU_DURATION_S, (60, 20 * 60, 6.7 * H, 66 * H, 14 * 24 * H)),
-        (dist.CPU_DURATION_S, (60, 38 * 60, 7.9 * H, 38 * H, 7 * 24 * H)),
-        (dist.SETUP_S, (60, 150, 278, 449, 900)),
+        (dist.GPU_DURATION_S, (60, 20 * 60, 6.7 * HOUR_S, 66 * HOUR_S, 14 * 24 * HOUR_S)),
+        (dist.CPU_DURATION_S, (60, 38 * 60, 7.9 * HOUR_S, 38 * HOUR_S, 7 * 24 * HOUR_S)),
+        (SETUP_S, (60, 150, 278, 449, 900)),
         (dist.WORKLOADS_PER_TABLE, (1, 3, 17, 45, 150)),
         (dist.TABLE_SIZE_BYTES, (1e6, 565e6, 103e9, 7.5e12, 50e12)),
     ],
@@ -209,7 +204,10 @@ def test_durations(big):
     gpu = [w.jobs[0].work_us / 1e6 for w in workloads if w.gpus]
     cpu = [w.jobs[0].work_us / 1e6 for w in workloads if not w.gpus]
     # n ≈ 14,000 (GPU), ≈ 6,000 (CPU); tolerances ≈ 4 standard errors at n = 6,000.
-    for samples, anchors in ((gpu, (20 * 60, 6.7 * H, 66 * H)), (cpu, (38 * 60, 7.9 * H, 38 * H))):
+    for samples, anchors in (
+        (gpu, (20 * 60, 6.7 * HOUR_S, 66 * HOUR_S)),
+        (cpu, (38 * 60, 7.9 * HOUR_S, 38 * HOUR_S)),
+    ):
         for value, level, tol in zip(anchors, (0.5, 0.9, 0.99), (0.026, 0.016, 0.005), strict=True):
             assert is_quantile(samples, value, level, tol), value
     assert all(len({j.work_us for j in w.jobs}) == 1 for w in workloads)
@@ -255,7 +253,7 @@ def test_workloads_per_table(big):
 def test_recurring_templates_resubmit_the_same_jobs():
     world = preset("small")
     tenants = make_tenants(10, random.Random(1), world)
-    params = GeneratorParams(load=load_for_world(world), recurring_period_s=6 * H)
+    params = GeneratorParams(load=load_for_world(world), recurring_period_s=6 * HOUR_S)
     start = 1_000 * 1_000_000
     workloads, _ = generate(
         params, random.Random(4), tenants=tenants, world=world, span_us=DAY_US, start_us=start

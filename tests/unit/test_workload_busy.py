@@ -8,21 +8,17 @@ import re
 import msgspec
 import pytest
 
-from actors.mast.workload.generator import (
-    BusyWindow,
-    GeneratorParams,
-    _poisson_times,
-    busy_factor,
-    generate,
-    make_tenants,
-)
+from actors.mast.workload.arrivals import BusyWindow, busy_factor, poisson_times
+from actors.mast.workload.generator import GeneratorParams, generate
+from actors.mast.workload.tenants import make_tenants
 from actors.mast.world import preset
+from emulator.units import US_PER_S, H
 
-HOUR = 3600.0
+HOUR_S = H / US_PER_S  # the generator's windows are in seconds
 
 
 def window(start_h: float, end_h: float, factor: float) -> BusyWindow:
-    return BusyWindow(start_s=start_h * HOUR, end_s=end_h * HOUR, factor=factor)
+    return BusyWindow(start_s=start_h * HOUR_S, end_s=end_h * HOUR_S, factor=factor)
 
 
 OVERLAPPING = (window(1, 2, 3.0), window(1.5, 2.5, 2.0))
@@ -40,7 +36,7 @@ OVERLAPPING = (window(1, 2, 3.0), window(1.5, 2.5, 2.0))
     ],
 )
 def test_busy_factor(t_h: float, factor: float) -> None:
-    assert busy_factor(OVERLAPPING, t_h * HOUR) == factor
+    assert busy_factor(OVERLAPPING, t_h * HOUR_S) == factor
 
 
 def _homogeneous(rng: random.Random, rate: float, span: float) -> list[float]:
@@ -56,7 +52,7 @@ def test_without_windows_the_draws_are_unchanged() -> None:
     # Same times from the same seed, and the stream is left in the same state, so
     # existing scenarios generate (and hash) exactly as before.
     a, b = random.Random(7), random.Random(7)
-    assert _poisson_times(a, 0.01, 20 * HOUR, 10_000) == _homogeneous(b, 0.01, 20 * HOUR)
+    assert poisson_times(a, 0.01, 20 * HOUR_S, 10_000) == _homogeneous(b, 0.01, 20 * HOUR_S)
     assert a.random() == b.random()
     assert GeneratorParams().busy == ()
 
@@ -74,8 +70,8 @@ def test_without_windows_the_draws_are_unchanged() -> None:
     ],
 )
 def test_windows_scale_the_arrival_rate(windows, expected) -> None:
-    times = _poisson_times(random.Random(3), 100 / HOUR, 10 * HOUR, 100_000, windows)
-    inside = sum(2 * HOUR <= t < 4 * HOUR for t in times)
+    times = poisson_times(random.Random(3), 100 / HOUR_S, 10 * HOUR_S, 100_000, windows)
+    inside = sum(2 * HOUR_S <= t < 4 * HOUR_S for t in times)
     counts = {"inside": inside, "outside": len(times) - inside}
     for key, mean in expected.items():
         # Poisson counts: within 4 standard deviations (sqrt of the mean).
@@ -89,12 +85,12 @@ def test_generate_concentrates_submissions_in_the_window() -> None:
     tenants = make_tenants(12, rng, world)
     base = GeneratorParams(workloads_per_day=2_400.0)  # 100 an hour
     busy = msgspec.structs.replace(base, busy=(window(2, 4, 4.0),))
-    span = round(8 * HOUR * 1e6)
+    span = 8 * H
     plain, _ = generate(base, random.Random(5), tenants=tenants, world=world, span_us=span)
     loaded, _ = generate(busy, random.Random(5), tenants=tenants, world=world, span_us=span)
 
     def in_window(ws: list) -> int:
-        return sum(2 * HOUR * 1e6 <= w.submit_at_us < 4 * HOUR * 1e6 for w in ws)
+        return sum(2 * H <= w.submit_at_us < 4 * H for w in ws)
 
     # Expected in hours 2–4: 200 without the window, 800 with it; 600 elsewhere in both.
     assert abs(in_window(plain) - 200) <= 4 * 200**0.5

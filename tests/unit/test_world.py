@@ -16,8 +16,8 @@ from actors.mast.world import (
     region_specs,
     static_clusters,
 )
+from emulator.net.specs import RegionSpec
 from emulator.net.topology import Topology
-from emulator.run.scenario import RegionSpec
 from store.mast.records import GPUS_PER_MACHINE
 
 

@@ -24,15 +24,23 @@ cluster's jobs, so it is never a preemption victim here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
-from actors.policies.mast.placement.capacity import attach_index, has_index
+from actors.policies.mast.placement.capacity import attach_index, has_index, index_of
 from actors.policies.mast.placement.snapshot import ClusterSnapshot, MachineState, RunningJob
-from emulator.actor import Actor
 from store.mast import fleet
 from store.mast.fleet import Allocation, JobRow
 from store.mast.records import Machine
+
+T = TypeVar("T")
+
+
+class StoreCaller(Protocol):
+    """Whoever reads the store for a ledger: an actor, whose store calls are traced."""
+
+    async def store(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T: ...
 
 
 @dataclass
@@ -49,7 +57,15 @@ class Held:
         return sorted(set(self.gpus) | set(self.cpu_hosts))
 
 
-class ClusterView:
+class ClusterLedger:
+    """One dynamic cluster as an actor last read it, kept current as that actor acts.
+
+    Its machines and their health, what each job holds, and the machines in
+    transit (module docstring); mutable, unlike the cluster policies' frozen
+    `ClusterView` (`actors/policies/cluster/api.py`). What must stay true:
+    `snapshot()` equals the snapshot built from scratch from the same state.
+    """
+
     def __init__(self, cluster: str, machines: Iterable[tuple[Machine, bool]]) -> None:
         self.cluster = cluster
         self.machines: dict[str, Machine] = {}
@@ -80,7 +96,7 @@ class ClusterView:
         machines: Iterable[tuple[Machine, bool]],
         allocations: Iterable[Allocation],
         jobs: Iterable[JobRow],
-    ) -> ClusterView:
+    ) -> ClusterLedger:
         view = cls(cluster, machines)
         rows = {(j.workload_id, j.job): j for j in jobs}
         by_job: dict[tuple[str, str], list[Allocation]] = {}
@@ -104,8 +120,8 @@ class ClusterView:
 
     @classmethod
     async def fetch(
-        cls, actor: Actor, cluster: str, previous: ClusterView | None = None
-    ) -> ClusterView:
+        cls, actor: StoreCaller, cluster: str, previous: ClusterLedger | None = None
+    ) -> ClusterLedger:
         """Read a cluster's machines, allocations and live jobs through `actor`'s store calls.
 
         With `previous` (the view this one replaces), the snapshot parts that
@@ -121,7 +137,7 @@ class ClusterView:
             view._adopt(previous)
         return view
 
-    def _adopt(self, old: ClusterView) -> None:
+    def _adopt(self, old: ClusterLedger) -> None:
         """Take over `old`'s snapshot parts; only hosts and jobs that differ stay dirty."""
         if self.machines != old.machines:
             return
@@ -253,7 +269,7 @@ class ClusterView:
                 running=tuple(running[key] for key in sorted(running)),
             )
             if last is not None and has_index(last):
-                index = last.index.updated(changed, gone, added)
+                index = index_of(last).updated(changed, gone, added)
                 if index is not None:
                     attach_index(snapshot, index)
             self._snapshot = self._last = snapshot

@@ -1,0 +1,1 @@
+"""`mastemu bench gms|rms|day|tetris`: MAST's scalability figures, measured on the emulator."""

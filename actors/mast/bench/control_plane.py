@@ -38,9 +38,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from actors.common.cm.ledger import ClusterView
+from actors.common.cm.ledger import ClusterLedger
 from actors.mast import distributions as dist
-from actors.mast.workload.generator import PRIORITY_SHARES
+from actors.mast.workload.tenants import PRIORITY_SHARES
+from actors.policies.mast.placement.capacity import index_of
 from actors.policies.mast.placement.snapshot import JobRequest, WorkloadPlan
 from emulator.units import US_PER_S
 from store.mast.records import GPUS_PER_MACHINE, Machine
@@ -73,15 +74,11 @@ def bench_gms(options: dict[str, Any]) -> dict[str, Any]:
     usage window already holds a day of samples, one per 5-minute pass.
     """
     from actors.mast.gms import GMSParams, scan_pass
-    from actors.mast.workload.generator import (
-        GeneratorParams,
-        generate,
-        load_for_world,
-        make_tenants,
-    )
+    from actors.mast.workload.generator import GeneratorParams, generate, load_for_world
+    from actors.mast.workload.tenants import make_tenants
     from actors.mast.world import preset
     from actors.policies.mast import ranking
-    from store.mast.queue import QueueEntry
+    from store.mast.records import QueueEntry
 
     n_workloads = int(_opt(options, "workloads", 10_000))
     n_tenants = int(_opt(options, "tenants", 500))
@@ -169,7 +166,7 @@ def build_region(
     allocated: float = 0.9,
     now_us: int = 30 * DAY_US,
     seed: int = 1,
-) -> list[ClusterView]:
+) -> list[ClusterLedger]:
     """A region's dynamic clusters as an RMS holds them, about `allocated` in use.
 
     Every cluster gets an equal share of the GPU machines (60% H100, 40% A100)
@@ -256,7 +253,7 @@ def build_region(
         busy = {h for _, gpus, cpus in kept for h in [*(h for h, _ in gpus), *cpus]}
         idle = sorted(m.host for m in machines if m.host not in busy)
         sick = set(rng.sample(idle, len(machines) // 200))
-        view = ClusterView(cid, [(m, m.host not in sick) for m in machines])
+        view = ClusterLedger(cid, [(m, m.host not in sick) for m in machines])
         for key, gpus, cpus in sorted(kept):
             started = now_us - rng.randrange(1, 3 * DAY_US)
             view.allocate(key, _priority(rng), started, gpus, cpus)
@@ -286,7 +283,8 @@ def _decision_mix(snaps: list[Any], n: int, now_us: int) -> dict[str, Any]:
     booked), best of 3. Closer to the paper's Fig. 10, an average over what
     arrives, than the two fixed decisions.
     """
-    from actors.mast.workload.generator import GeneratorParams, generate, make_tenants
+    from actors.mast.workload.generator import GeneratorParams, generate
+    from actors.mast.workload.tenants import make_tenants
     from actors.mast.world import preset
     from actors.policies.mast.placement.place import place_workload
 
@@ -338,7 +336,7 @@ def bench_rms(options: dict[str, Any]) -> dict[str, Any]:
     repeat = int(_opt(options, "repeat", 20))
     now_us = 30 * DAY_US
 
-    def region() -> list[ClusterView]:
+    def region() -> list[ClusterLedger]:
         return build_region(
             clusters=clusters, gpu_machines=gpu_machines, cpu_machines=cpu_machines, now_us=now_us
         )
@@ -353,7 +351,7 @@ def bench_rms(options: dict[str, Any]) -> dict[str, Any]:
         snaps = [v.snapshot() for v in views]
         t1 = time.perf_counter()
         for s in snaps:
-            s.index  # noqa: B018  (built on first use, then cached)
+            index_of(s)  # built on first use, then kept with the snapshot
         t2 = time.perf_counter()
         snapshot_ms = min(snapshot_ms, (t1 - t0) * 1000)
         index_ms = min(index_ms, (t2 - t1) * 1000)
@@ -391,7 +389,7 @@ def bench_rms(options: dict[str, Any]) -> dict[str, Any]:
         view.allocate(("bench-preempt", job_plan.job), 1, now_us, job_plan.gpus, job_plan.cpu_hosts)
     t0 = time.perf_counter()
     for view in views:
-        view.snapshot().index  # noqa: B018
+        index_of(view.snapshot())
     update_ms = (time.perf_counter() - t0) * 1000
     allocated_gpus = sum(m.gpus_total - m.gpus_free for s in snaps for m in s.machines)
     cpu_hosts = [m for s in snaps for m in s.machines if not m.is_gpu]

@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 from actors.mast import distributions as dist
-from actors.mast.workload.generator import PRIORITY_SHARES
+from actors.mast.workload.tenants import PRIORITY_SHARES
 from actors.policies.mast.tetris.cost import (
     TetrisJob,
     TetrisParams,

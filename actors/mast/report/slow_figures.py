@@ -1,4 +1,4 @@
-"""The slow path's figures in a MAST run's report (MAST §5.3, §5.6; DESIGN.md §9).
+"""The slow path's figures in a MAST run's report (MAST §5.3, §5.6; docs/design.md §9).
 
 - `demand_supply{max,std}`: Tetris's figures for the placement in force at
   the end (its last `tetris.state`; see `actors.policies.mast.tetris.metrics`).

@@ -1,7 +1,7 @@
 """The slow path's plots on a MAST report's HTML page (MAST §5.3, §5.6; Figs. 6 and 8).
 
 Each figure is drawn from the report dict alone (`actors/mast/report/slow_figures.py`
-fills the keys) and looks like the fast path's plots in `actors/mast/report/fold.py`:
+fills the keys) and looks like the fast path's plots in `actors/mast/report/plots.py`:
 7×3 inches, emulated hours on the x axis, fault windows shaded red.
 
 - placement: the most overloaded region's high-priority GPU demand/supply

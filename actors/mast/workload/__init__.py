@@ -1,0 +1,1 @@
+"""MAST-like workloads: tenants, arrivals, the seeded generator, and CSV traces."""

@@ -32,7 +32,6 @@ import msgspec
 
 from actors.policies.cluster.api import AcceptsEveryOffer, ClusterView, Decision, JobView, Slot
 from actors.policies.cluster.placement import Placement
-from actors.policies.cluster.registry import register
 from actors.policies.cluster.tiresias.placement import Placer, anywhere, consolidated, run_pass
 from emulator.units import US_PER_S
 
@@ -181,9 +180,3 @@ class Gandiva(AcceptsEveryOffer):
         wake = min(ends) if still_waiting and ends else None
         decision = Decision(preempt=done.preempt, start=done.start, wake_at_us=wake)
         return decision, GandivaState(slice_start_us=slices)
-
-
-register(Fifo())
-register(BestEffort())
-register(Srtf())
-register(Gandiva())

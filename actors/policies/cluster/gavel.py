@@ -34,7 +34,6 @@ from actors.policies.cluster.api import (
     JobView,
     Start,
 )
-from actors.policies.cluster.registry import register
 
 __all__ = [
     "GavelMaxMin",
@@ -175,6 +174,3 @@ class GavelMaxMin(AcceptsEveryOffer):
         ]
         decision = lease_round(view, order, select_by_count(view, order), boundary=boundary)
         return msgspec.structs.replace(decision, wake_at_us=wake), None
-
-
-register(GavelMaxMin())

@@ -1,26 +1,39 @@
-"""Cluster policies by name: each policy module registers itself on import.
+"""Cluster policies by name.
 
 `cluster_policy("tiresias-las")` returns the policy; `names()` lists them for
-validation messages. The modules listed in `_REGISTRY` are imported on first
-lookup, so adding a policy is one module plus one line here.
+validation messages. `builtin_policies` is the one list of the built-in
+ones, so adding a policy is one module plus one line there.
 """
 
 from __future__ import annotations
 
 from actors.policies.cluster.api import ClusterPolicy
+from actors.policies.cluster.baselines import BestEffort, Fifo, Gandiva, Srtf
+from actors.policies.cluster.dally.policy import Dally
+from actors.policies.cluster.gavel import GavelMaxMin
+from actors.policies.cluster.shockwave.policy import Shockwave
+from actors.policies.cluster.themis import Themis
+from actors.policies.cluster.tiresias.policy import TiresiasGittins, TiresiasLas
 from actors.policies.registry import NamedRegistry
 
-_REGISTRY: NamedRegistry[ClusterPolicy] = NamedRegistry(
-    "cluster",
-    (
-        "actors.policies.cluster.baselines",
-        "actors.policies.cluster.tiresias.policy",
-        "actors.policies.cluster.dally.policy",
-        "actors.policies.cluster.shockwave.policy",
-        "actors.policies.cluster.gavel",
-        "actors.policies.cluster.themis",
-    ),
-)
+
+def builtin_policies() -> list[ClusterPolicy]:
+    """Every cluster policy mastemu provides (the registry loads them on first lookup)."""
+    return [
+        Fifo(),
+        BestEffort(),
+        Srtf(),
+        Gandiva(),
+        TiresiasLas(),
+        TiresiasGittins(),
+        Dally(),
+        Shockwave(),
+        GavelMaxMin(),
+        Themis(),
+    ]
+
+
+_REGISTRY: NamedRegistry[ClusterPolicy] = NamedRegistry("cluster", builtin_policies)
 register = _REGISTRY.register
 names = _REGISTRY.names
 

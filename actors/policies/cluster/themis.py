@@ -28,7 +28,6 @@ from actors.policies.cluster.api import (
 )
 from actors.policies.cluster.gavel import lease_round, next_round_us, select_by_count
 from actors.policies.cluster.perf_model import base_batch_size
-from actors.policies.cluster.registry import register
 from actors.policies.cluster.shockwave import predictor as pred
 
 __all__ = ["Themis", "ThemisParams", "fullest_subset", "themis_rho"]
@@ -119,6 +118,3 @@ def _without(view: ClusterView, leased: Sequence[str]) -> ClusterView:
         )
         gpus -= cut
     return msgspec.structs.replace(view, machines=tuple(machines))
-
-
-register(Themis())

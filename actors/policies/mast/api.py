@@ -29,10 +29,11 @@ Policies are found by name in `actors/policies/mast/registry.py`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import msgspec
 
+from actors.policies.mast.migration import MigrationSettings
 from actors.policies.mast.placement.place import place_workload
 from actors.policies.mast.placement.snapshot import (
     ClusterSnapshot,
@@ -41,12 +42,8 @@ from actors.policies.mast.placement.snapshot import (
     WorkloadPlan,
 )
 from actors.policies.mast.quota import Row
-from store.mast.queue import QueueEntry
-from store.mast.records import WorkloadSpec
-
-if TYPE_CHECKING:
-    from actors.mast.migration import MigrationSettings
-    from actors.mast.tetris import TetrisSettings
+from actors.policies.mast.tetris.settings import TetrisSettings
+from store.mast.records import QueueEntry, WorkloadSpec
 
 __all__ = [
     "MastDefaults",

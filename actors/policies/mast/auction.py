@@ -9,17 +9,13 @@ daily (§5.6 compares the versions).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from actors.policies.mast.api import MastDefaults
-from actors.policies.mast.registry import register
-from actors.policies.mast.tetris.cost import VERSIONS
-
-if TYPE_CHECKING:
-    from actors.mast.migration import MigrationSettings
-    from actors.mast.tetris import TetrisSettings
+from actors.policies.mast.migration import MigrationSettings
+from actors.policies.mast.tetris.settings import TetrisSettings
 
 
 class MastAuction(MastDefaults):
@@ -41,8 +37,3 @@ class MastWithTetris(MastDefaults):
         version = msgspec.structs.replace(tetris.policy, version=self.name)
         # The system adds the migration service, which Tetris orders its copies from.
         return msgspec.structs.replace(tetris, enabled=True, policy=version), migration
-
-
-register(MastAuction())
-for _version in VERSIONS:
-    register(MastWithTetris(_version))

@@ -21,7 +21,6 @@ from typing import Any
 import msgspec
 
 from actors.policies.mast.api import MastDefaults, Routing, RoutingView
-from actors.policies.mast.registry import register
 from store.mast.records import WorkloadSpec
 
 # Bindings so far: workload -> its region (None: no region has its hardware type).
@@ -139,6 +138,3 @@ class FederatedBinding(MastDefaults):
             for workload_id, region in sorted(bindings.items())
         )
         return Routing(targets=targets, notes=notes), bound
-
-
-register(FederatedBinding())

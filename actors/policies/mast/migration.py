@@ -41,7 +41,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from emulator.units import US_PER_S
+from emulator.units import US_PER_S, Duration
 from store.mast.records import PRIORITY_LOWEST
 
 Reason = Literal[
@@ -66,6 +66,17 @@ class MigrationParams(_Migration, kw_only=True):
     priority_weight_base: Annotated[float, Meta(ge=1.0, le=1_000.0)] = 2.0
     deadline_window_min_s: Annotated[float, Meta(gt=0.0, le=86_400.0)] = 60.0
     orders_max: Annotated[int, Meta(ge=1, le=10_000_000)] = 100_000
+
+
+class MigrationSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """`[system.migration]`: the service's knobs (`enabled` adds it to the run)."""
+
+    enabled: bool = False
+    # Bytes per emulated day across all copies (None: no cap).
+    daily_cap_bytes: int | None = None
+    tick: Duration = Duration(300_000_000)
+    policy: MigrationParams = MigrationParams()
+    qos: str = "background"
 
 
 class ActiveCopy(_Migration, kw_only=True):

@@ -1,8 +1,8 @@
 """MAST-level policies by name, and the one list of every policy of both families.
 
-Each policy module registers its policies on import; the modules in
-`_REGISTRY` are imported on first lookup, so adding a policy is one module
-plus one line here (a test may `register` its own and `unregister` it).
+`builtin_policies` is the one list of the built-in MAST-level policies, so
+adding a policy is one module plus one line there (a test may `register` its
+own and `unregister` it).
 `[system] kind = "mast"` names one with `policy`; `kind = "cluster"` names
 one of the cluster family (`actors/policies/cluster/registry.py`).
 """
@@ -16,11 +16,18 @@ import msgspec
 
 from actors.policies.cluster import registry as cluster_registry
 from actors.policies.mast.api import MastPolicy
+from actors.policies.mast.auction import MastAuction, MastWithTetris
+from actors.policies.mast.federated import FederatedBinding
+from actors.policies.mast.tetris.cost import VERSIONS
 from actors.policies.registry import NamedRegistry, convert_params
 
-_REGISTRY: NamedRegistry[MastPolicy] = NamedRegistry(
-    "MAST", ("actors.policies.mast.auction", "actors.policies.mast.federated")
-)
+
+def builtin_policies() -> list[MastPolicy]:
+    """Every MAST-level policy mastemu provides (loaded on the first lookup)."""
+    return [MastAuction(), *(MastWithTetris(v) for v in VERSIONS), FederatedBinding()]
+
+
+_REGISTRY: NamedRegistry[MastPolicy] = NamedRegistry("MAST", builtin_policies)
 register = _REGISTRY.register
 unregister = _REGISTRY.unregister
 names = _REGISTRY.names

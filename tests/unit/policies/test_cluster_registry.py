@@ -1,4 +1,4 @@
-"""Cluster policies by name: every policy DESIGN.md §6 names (but MAST's own) is registered."""
+"""Cluster policies by name: every policy docs/design.md §6 names (but MAST's own) is registered."""
 
 from __future__ import annotations
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.common.cm.ledger import ClusterView
-from actors.policies.mast.placement.capacity import ClusterIndex, has_index
+from actors.common.cm.ledger import ClusterLedger
+from actors.policies.mast.placement.capacity import ClusterIndex, has_index, index_of
 from actors.policies.mast.placement.snapshot import ClusterSnapshot, MachineState, RunningJob
 from store.mast.fleet import Allocation, JobRow
 from store.mast.records import GPUS_PER_MACHINE, Machine
-from tests.unit.policies.test_policy_index import _state
+from tests.support.placement_index import index_state
 
 HOSTS = [f"r{i % 3}/m{i}" for i in range(10)]
 
@@ -33,8 +33,8 @@ def machines() -> list[tuple[Machine, bool]]:
     ]
 
 
-def from_scratch(view: ClusterView) -> ClusterSnapshot:
-    """The snapshot as the first version of `ClusterView.snapshot` built it, every time."""
+def from_scratch(view: ClusterLedger) -> ClusterSnapshot:
+    """The snapshot as the first version of `ClusterLedger.snapshot` built it, every time."""
     return ClusterSnapshot(
         cluster_id=view.cluster,
         machines=tuple(
@@ -82,7 +82,7 @@ ops = st.one_of(
 )
 
 
-def reload(view: ClusterView) -> ClusterView:
+def reload(view: ClusterLedger) -> ClusterLedger:
     """The view an RMS reads back from the store at a scan, taking over from `view`."""
     allocations = [
         Allocation(host, w, j, n, False, 0)
@@ -108,23 +108,23 @@ def reload(view: ClusterView) -> ClusterView:
         for (w, j), held in view.jobs.items()
     ]
     health = [(m, view.healthy[h]) for h, m in view.machines.items()]
-    fresh = ClusterView.load("c", health, sorted(allocations, key=lambda a: a.host), rows)
+    fresh = ClusterLedger.load("c", health, sorted(allocations, key=lambda a: a.host), rows)
     fresh._adopt(view)
     return fresh
 
 
-def check(view: ClusterView) -> None:
+def check(view: ClusterLedger) -> None:
     snap = view.snapshot()
     assert snap == from_scratch(view)
     if has_index(snap):  # derived from the last one: equal to a fresh build
-        assert _state(snap.index) == _state(ClusterIndex.build(snap))
-    assert snap.index is not None  # the next snapshot's index derives from this one
+        assert index_state(index_of(snap)) == index_state(ClusterIndex.build(snap))
+    assert index_of(snap) is not None  # the next snapshot's index derives from this one
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(ops, max_size=30))
 def test_snapshot_equals_a_rebuild_after_any_changes(steps) -> None:
-    view = ClusterView("c", machines())
+    view = ClusterLedger("c", machines())
     for step in steps:
         if step[0] == "allocate":
             _, key, priority, gpus, cpus = step
@@ -134,7 +134,7 @@ def test_snapshot_equals_a_rebuild_after_any_changes(steps) -> None:
         elif step[0] == "health":
             view.set_health(step[1], step[2])
         elif step[0] == "index":
-            assert view.snapshot().index is not None
+            assert index_of(view.snapshot()) is not None
         elif step[0] == "reload":
             view = reload(view)
         else:

@@ -20,9 +20,8 @@ from actors.policies.cluster.dally.timers import (
     tuned_timer_us,
 )
 from actors.policies.cluster.registry import cluster_policy
+from emulator.units import H, S
 
-S = 1_000_000  # microseconds per second
-H = 3_600 * S
 DALLY = cluster_policy("dally")
 AUTO = DallyParams()
 NO_WAIT = DallyParams(timers="no-wait")

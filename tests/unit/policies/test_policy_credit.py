@@ -7,8 +7,8 @@ import math
 import pytest
 
 from actors.policies.mast.credit import CreditParams, credit
+from emulator.units import S
 
-S = 1_000_000  # microseconds per second
 DEFAULT = CreditParams()  # w_age=1 per s, age_cap_s=86,400, w_fair=3,600
 SMALL = CreditParams(w_age=2.0, age_cap_s=100.0, w_fair=10.0)
 

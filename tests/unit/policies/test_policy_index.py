@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.policies.mast.placement import place as placement
-from actors.policies.mast.placement.capacity import ClusterIndex
+from actors.policies.mast.placement.capacity import ClusterIndex, index_of
 from actors.policies.mast.placement.racks import RackPool
 from actors.policies.mast.placement.snapshot import (
     ClusterSnapshot,
@@ -28,11 +28,12 @@ from actors.policies.mast.placement.snapshot import (
     RunningJob,
     WorkloadPlan,
 )
+from emulator.units import H
 from store.mast.records import GPUS_PER_MACHINE
 from tests.support import placement_reference as reference
+from tests.support.placement_index import index_state
 
-H_US = 3_600 * 1_000_000
-NOW_US = 1_000 * H_US
+NOW_US = 1_000 * H
 GPU_TYPES = ("A100", "A100", "H100", "V100")
 
 
@@ -92,7 +93,7 @@ def clusters(draw, cluster_id: str = "c1") -> ClusterSnapshot:
             job=draw(st.sampled_from(("a", "b"))),
             priority=draw(st.integers(0, 7)),
             # few distinct start times: ties go to the id
-            started_at_us=draw(st.sampled_from((0, NOW_US // 2, NOW_US - H_US, NOW_US))),
+            started_at_us=draw(st.sampled_from((0, NOW_US // 2, NOW_US - H, NOW_US))),
             gpus=tuple(sorted(holdings[j].items())),
             cpu_hosts=tuple(cpu_holdings[j]),
         )
@@ -165,27 +166,10 @@ def test_place_workload_equals_the_reference(cluster_list, jobs, allow) -> None:
     )
 
 
-def _state(ix: ClusterIndex) -> dict[str, object]:
-    def pool(p: RackPool) -> tuple:
-        # `unit` may stay False after changes where a rebuild finds True; both are correct.
-        return (p.slots, p.room, p.order, p.total)
-
-    return {
-        "gpu_free": ix.gpu_free,
-        "cpu_free": ix.cpu_free,
-        "cpu_hosts": ix.cpu_hosts,
-        "gpu_hw": ix.gpu_hw,
-        "pools": {t: pool(p) for t, p in ix.pools.items() if p.total},
-        "cpu_pool": pool(ix.cpu_pool),
-        "keys": ix.keys,
-        "scan": ix.scan,
-    }
-
-
 @settings(max_examples=150, deadline=None)
 @given(clusters(), st.lists(requests, min_size=1, max_size=3))
 def test_apply_equals_the_index_of_the_applied_snapshot(cluster, jobs) -> None:
-    derived = cluster.index
+    derived = index_of(cluster)
     for k, req in enumerate(jobs):
         req = JobRequest(
             workload_id="new",
@@ -200,7 +184,7 @@ def test_apply_equals_the_index_of_the_applied_snapshot(cluster, jobs) -> None:
             continue
         cluster = reference.apply_plan(cluster, req, plan, NOW_US)
         derived = derived.apply(req, plan, NOW_US)
-        assert _state(derived) == _state(ClusterIndex.build(cluster))
+        assert index_state(derived) == index_state(ClusterIndex.build(cluster))
 
 
 @settings(max_examples=200, deadline=None)
@@ -230,7 +214,7 @@ def test_the_index_is_built_once_per_snapshot() -> None:
         host="h", rack="r", gpu_type="A100", gpus_total=8, gpus_free=8, cpu_free=False
     )
     snap = ClusterSnapshot(cluster_id="c", machines=(machine,))
-    assert snap.index is snap.index
+    assert index_of(snap) is index_of(snap)
     # not a field: equality, hashing and encoding ignore it
     assert snap == ClusterSnapshot(cluster_id="c", machines=(machine,))
     assert "index" not in ClusterSnapshot.__struct_fields__

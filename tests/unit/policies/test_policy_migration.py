@@ -22,11 +22,10 @@ from actors.policies.mast.migration import (
     plan_copies,
     service_key,
 )
+from emulator.units import H, S
 
 GB = 10**9
 MB = 10**6
-S = 1_000_000  # µs
-H = 3_600 * S
 NOW = 10 * H
 
 

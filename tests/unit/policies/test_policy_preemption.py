@@ -13,9 +13,9 @@ from actors.policies.mast.placement.snapshot import (
     RunningJob,
     Unschedulable,
 )
+from emulator.units import H
 
-H_US = 3_600 * 1_000_000
-NOW_US = 100 * H_US
+NOW_US = 100 * H
 
 
 def gpu(host: str, rack: str, free: int = 0, gpu_type: str = "A100", healthy: bool = True):
@@ -35,7 +35,7 @@ def job(wid: str, priority: int, started_h: float, *gpus: tuple[str, int], cpus=
         workload_id=wid,
         job="j",
         priority=priority,
-        started_at_us=int(started_h * H_US),
+        started_at_us=int(started_h * H),
         gpus=tuple(gpus),
         cpu_hosts=tuple(cpus),
     )

@@ -13,9 +13,9 @@ from actors.policies.mast.placement.snapshot import (
     Unschedulable,
     WorkloadPlan,
 )
+from emulator.units import H
 
-H_US = 3_600 * 1_000_000
-NOW_US = 100 * H_US
+NOW_US = 100 * H
 
 
 def gpu(host: str, rack: str, free: int = 8, gpu_type: str = "A100") -> MachineState:
@@ -47,7 +47,7 @@ def running(wid: str, priority: int, started_h: float, *gpus, cpus=()) -> Runnin
         workload_id=wid,
         job="j",
         priority=priority,
-        started_at_us=int(started_h * H_US),
+        started_at_us=int(started_h * H),
         gpus=tuple(gpus),
         cpu_hosts=tuple(cpus),
     )

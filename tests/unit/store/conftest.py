@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from store import Store
+from store.mast.schema import MAST_SCHEMA
 
 
 @pytest.fixture
@@ -17,5 +18,5 @@ def db_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def store(db_path: Path) -> AsyncIterator[Store]:
-    async with Store.open_ctx(db_path) as s:
+    async with Store.open_ctx(db_path, (MAST_SCHEMA,)) as s:
         yield s

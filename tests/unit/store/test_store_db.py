@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from store import NestedTransactionError, Store, StoreError
+from store.mast.schema import MAST_SCHEMA
 from store.migrations import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 
 TABLES = {
@@ -151,3 +152,49 @@ async def test_memory_store(tmp_path: Path) -> None:
     async with Store.open_ctx(":memory:") as s:
         assert await pragma(s, "user_version") == SCHEMA_VERSION
     assert list(tmp_path.iterdir()) == []
+
+
+# ---- schema parts: a system's tables, versioned apart from the run database's ----
+async def test_a_store_opened_without_parts_has_only_the_run_databases_tables(
+    tmp_path: Path,
+) -> None:
+    async with Store.open_ctx(tmp_path / "bare.db") as s:
+        names = {r[0] for r in await s.fetchall("SELECT name FROM sqlite_master")}
+        assert "workloads" not in names and "trace_chunks" in names
+        assert await s.fetchall("SELECT * FROM schema_parts") == []
+
+
+async def test_parts_are_created_once_and_recorded_with_their_version(db_path: Path) -> None:
+    for _ in range(2):
+        async with Store.open_ctx(db_path, (MAST_SCHEMA,)) as s:
+            assert await s.fetchall("SELECT name, version FROM schema_parts") == [
+                ("mast", len(MAST_SCHEMA.migrations))
+            ]
+            assert await s.fetchone("SELECT count(*) FROM workloads") == (0,)
+
+
+async def test_a_part_newer_than_this_mastemu_is_refused(db_path: Path) -> None:
+    async with Store.open_ctx(db_path, (MAST_SCHEMA,)):
+        pass
+    c = sqlite3.connect(db_path)
+    c.execute("UPDATE schema_parts SET version = 99 WHERE name = 'mast'")
+    c.commit()
+    c.close()
+    with pytest.raises(StoreError, match=r"mast tables are at version 99, newer"):
+        await Store.open(db_path, (MAST_SCHEMA,))
+
+
+async def test_a_database_from_before_schema_parts_keeps_its_mast_tables(db_path: Path) -> None:
+    # Before parts, MAST's three scripts were the run database's versions 2-4.
+    db_path.parent.mkdir(parents=True)
+    c = sqlite3.connect(db_path)
+    c.executescript(
+        f"{MIGRATIONS[0]}\n{chr(10).join(MAST_SCHEMA.migrations)}\nPRAGMA user_version = 4;"
+    )
+    c.execute("INSERT INTO tenants VALUES ('t', 1, 8, 8)")
+    c.commit()
+    c.close()
+    async with Store.open_ctx(db_path, (MAST_SCHEMA,)) as s:
+        assert await pragma(s, "user_version") == SCHEMA_VERSION
+        assert await s.fetchall("SELECT name, version FROM schema_parts") == [("mast", 3)]
+        assert await s.fetchall("SELECT name FROM tenants") == [("t",)]

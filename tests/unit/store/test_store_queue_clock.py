@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from emulator.units import MIN
 from store import Store
 from store.mast import queue
 from store.mast.records import JobSpec, Tenant, WorkloadSpec
-
-MIN = 60_000_000
 
 
 async def _submitted(store: Store) -> None:

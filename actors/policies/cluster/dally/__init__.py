@@ -1,0 +1,1 @@
+"""Dally: network-sensitive priority, delay scheduling and its auto-tuned timers."""

@@ -68,7 +68,6 @@ from actors.policies.cluster.dally.timers import (
     tuned_timer_us,
 )
 from actors.policies.cluster.placement import TIERS, best_tier, give_back, place, take
-from actors.policies.cluster.registry import register
 from emulator.units import US_PER_S
 
 __all__ = ["Dally", "DallyParams", "nw_sens"]
@@ -234,6 +233,3 @@ class Dally:
             preempt=tuple(preempt), start=tuple(starts), wake_at_us=min(wakes, default=None)
         )
         return decision, state
-
-
-register(Dally())

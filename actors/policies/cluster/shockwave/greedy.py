@@ -22,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from actors.policies.cluster.shockwave.plan import (
-    Plan,
     PlanProblem,
+    RoundSchedule,
     log_utility,
     objective,
     schedule,
@@ -211,15 +211,15 @@ def _improve(p: PlanProblem, held: np.ndarray, passes_max: int) -> np.ndarray:
     return held
 
 
-def solve_greedy(p: PlanProblem, *, passes_max: int = 20) -> Plan:
+def solve_greedy(p: PlanProblem, *, passes_max: int = 20) -> RoundSchedule:
     """The heuristic: greedy by marginal gain, then one-round exchanges (module docstring)."""
     if not p.jobs:
-        return Plan(rounds=((),) * p.rounds, counts=(), objective=0.0, method="greedy")
+        return RoundSchedule(rounds=((),) * p.rounds, counts=(), objective=0.0, method="greedy")
     starts = [_greedy_counts(p, per_gpu) for per_gpu in (True, False)]
     held = max(starts, key=lambda h: objective(p, [int(n) for n in h.sum(axis=1)]))
     held = _improve(p, held, passes_max)
     counts = [int(n) for n in held.sum(axis=1)]
-    return Plan(
+    return RoundSchedule(
         rounds=schedule(p, [[bool(x) for x in row] for row in held]),
         counts=tuple(counts),
         objective=objective(p, counts),

@@ -19,9 +19,9 @@ import msgspec
 
 __all__ = [
     "Method",
-    "Plan",
     "PlanJob",
     "PlanProblem",
+    "RoundSchedule",
     "log_utility",
     "objective",
     "ranked",
@@ -74,7 +74,7 @@ class PlanProblem(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("plan problem: the seated jobs' gangs exceed the cluster's GPUs")
 
 
-class Plan(msgspec.Struct, frozen=True, kw_only=True):
+class RoundSchedule(msgspec.Struct, frozen=True, kw_only=True):
     """The schedule: job ids per round, rounds per job, its objective and how it was found."""
 
     rounds: tuple[tuple[str, ...], ...]

@@ -37,7 +37,6 @@ from actors.policies.cluster.api import (
     contention_now,
 )
 from actors.policies.cluster.gavel import lease_round, next_round_us
-from actors.policies.cluster.registry import register
 from actors.policies.cluster.shockwave import predictor as pred
 from actors.policies.cluster.shockwave import solver
 from actors.policies.cluster.shockwave.ftf import (
@@ -275,6 +274,3 @@ class Shockwave(AcceptsEveryOffer):
             fallbacks=fallbacks,
         )
         return msgspec.structs.replace(decision, wake_at_us=wake), next_state
-
-
-register(Shockwave())

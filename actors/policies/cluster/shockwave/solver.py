@@ -41,24 +41,32 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from actors.policies.cluster.shockwave.greedy import solve_greedy
 from actors.policies.cluster.shockwave.plan import (
     Method,
-    Plan,
     PlanJob,
     PlanProblem,
+    RoundSchedule,
     log_utility,
     objective,
     schedule,
 )
 
-__all__ = ["Plan", "PlanJob", "PlanProblem", "objective", "solve", "solve_greedy", "solve_milp"]
+__all__ = [
+    "PlanJob",
+    "PlanProblem",
+    "RoundSchedule",
+    "objective",
+    "solve",
+    "solve_greedy",
+    "solve_milp",
+]
 
 
 def solve_milp(
     p: PlanProblem, *, time_limit_s: float = 15.0, node_limit: int = 5_000, rel_gap: float = 1e-6
-) -> tuple[Plan | None, str]:
+) -> tuple[RoundSchedule | None, str]:
     """Program 11 as a MILP; (plan, "") if solved to optimality, else (best or None, why)."""
     n_jobs, t_max, m = len(p.jobs), p.rounds, p.gpus_total
     if n_jobs == 0:
-        return Plan(rounds=((),) * t_max, counts=(), objective=0.0, method="milp"), ""
+        return RoundSchedule(rounds=((),) * t_max, counts=(), objective=0.0, method="milp"), ""
     # Columns: x[j, t] (j-major), then z[j, n] per job, then h.
     nx = n_jobs * t_max
     z_at: list[int] = []
@@ -142,7 +150,7 @@ def solve_milp(
     x = np.rint(res.x[:nx]).reshape(n_jobs, t_max)
     counts = [int(v) for v in x.sum(axis=1)]
     held = [[bool(x[i, t]) for t in range(t_max)] for i in range(n_jobs)]
-    plan = Plan(
+    plan = RoundSchedule(
         rounds=schedule(p, held),
         counts=tuple(counts),
         objective=objective(p, counts),
@@ -153,7 +161,7 @@ def solve_milp(
 
 def solve(
     p: PlanProblem, method: Method = "milp", *, time_limit_s: float = 15.0, node_limit: int = 5_000
-) -> Plan:
+) -> RoundSchedule:
     """The plan by `method`; the MILP falls back to the greedy plan if it fails or does worse.
 
     The node limit is deterministic; the time limit is a safety net that

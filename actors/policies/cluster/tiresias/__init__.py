@@ -1,0 +1,1 @@
+"""Tiresias: two-dimensional attained-service queues, their parameters and placement."""

@@ -40,7 +40,6 @@ from typing import ClassVar
 from actors.policies.cluster.api import AcceptsEveryOffer, ClusterView, Decision, JobView
 from actors.policies.cluster.gittins import ServiceTable, distribution
 from actors.policies.cluster.perf_model import skew
-from actors.policies.cluster.registry import register
 from actors.policies.cluster.tiresias.params import (
     GittinsParams,
     Reset,
@@ -207,7 +206,3 @@ class TiresiasGittins(AcceptsEveryOffer):
             dist = distribution(services) if services else None
         table = None if dist is None else ServiceTable(dist)
         return _decide(view, state, params, table, services)
-
-
-register(TiresiasLas())
-register(TiresiasGittins())

@@ -2,9 +2,9 @@
 
 An RMS searches every dynamic cluster of its region for every job of a
 workload (MAST §4.3); its largest region has 66,500 machines, ~90% of them
-busy. A `ClusterIndex` is built once per `ClusterSnapshot` (cached on it, see
-`ClusterSnapshot.index`) so that a decision touches only the free capacity of
-the kind it asks for, rack by rack, and the running jobs it scans:
+busy. A `ClusterIndex` is built once per `ClusterSnapshot` (kept with it, see
+`index_of`) so that a decision touches only the free capacity of the kind it
+asks for, rack by rack, and the running jobs it scans:
 
 - per GPU type a `RackPool` (`racks`) of the healthy machines with free GPUs,
   and one of the healthy free CPU machines (1 unit each);
@@ -17,11 +17,11 @@ Derived indices touch only what changed: `ClusterIndex.apply` is the index
 after a plan (the next job of a workload is placed on it, as on the snapshot
 `placement.apply_plan` gives, without building that snapshot), and
 `ClusterIndex.updated` the index after machines' free capacity and running
-jobs changed (a `ClusterView` gives each new snapshot the index updated from
+jobs changed (a `ClusterLedger` gives each new snapshot the index updated from
 its last one, `attach_index`). Both equal `ClusterIndex.build` of the
 changed snapshot. Indices are values: nothing changes one once it is built.
 
-Hosts are unique within a snapshot (a `ClusterView` builds it from a dict).
+Hosts are unique within a snapshot (a `ClusterLedger` builds it from a dict).
 """
 
 from __future__ import annotations
@@ -29,19 +29,16 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from actors.policies.mast.placement.racks import EMPTY_POOL, RackPool, Slot
+from actors.policies.mast.placement.snapshot import (
+    ClusterSnapshot,
+    JobPlan,
+    JobRequest,
+    MachineState,
+    RunningJob,
+)
 from store.mast.records import GPUS_PER_MACHINE
-
-if TYPE_CHECKING:
-    from actors.policies.mast.placement.snapshot import (
-        ClusterSnapshot,
-        JobPlan,
-        JobRequest,
-        MachineState,
-        RunningJob,
-    )
 
 # A running job as the preemption scan sees it: its priority, the job, GPUs it
 # holds on healthy machines per GPU type, healthy CPU machines it holds.
@@ -120,14 +117,19 @@ class ClusterIndex:
         ix.pools = {t: RackPool.build(slots, rack_of) for t, slots in free_by_type.items()}
         ix.cpu_pool = RackPool.build(((h, 1) for h in cpu_free), rack_of)
         entries = sorted(
-            ((_scan_key(job), ix._candidate(job)) for job in snapshot.running),
+            ((_scan_key(job), ix.candidate(job)) for job in snapshot.running),
             key=lambda e: e[0],
         )
         ix.keys = [key for key, _ in entries]
         ix.scan = [cand for _, cand in entries]
         return ix
 
-    def _candidate(self, job: RunningJob) -> Candidate:
+    def candidate(self, job: RunningJob) -> Candidate:
+        """`job` as the preemption scan sees it on this index's hardware (see `Candidate`).
+
+        Only healthy machines count: what `job` holds on an unhealthy one
+        would not free anything usable if it were preempted.
+        """
         by_type: dict[str, int] = {}
         for host, n in job.gpus:
             kind = self.gpu_kind.get(host)
@@ -302,22 +304,38 @@ class ClusterIndex:
             # After every equal key, as a job appended to the running list sorts.
             at = bisect_right(ix.keys, key)
             ix.keys = [*ix.keys[:at], key, *ix.keys[at:]]
-            ix.scan = [*ix.scan[:at], ix._candidate(job), *ix.scan[at:]]
+            ix.scan = [*ix.scan[:at], ix.candidate(job), *ix.scan[at:]]
         return ix
 
 
+# Where a snapshot keeps its index: outside its fields (`ClusterSnapshot` is
+# `dict=True`), so the index is neither compared nor encoded.
+_INDEX_KEY = "index"
+
+
+def index_of(snapshot: ClusterSnapshot) -> ClusterIndex:
+    """The snapshot's placement index: built on first use, then kept with the snapshot.
+
+    A snapshot is frozen, so its index never goes stale.
+    """
+    index = snapshot.__dict__.get(_INDEX_KEY)
+    if index is None:
+        index = snapshot.__dict__[_INDEX_KEY] = ClusterIndex.build(snapshot)
+    return index
+
+
 def has_index(snapshot: ClusterSnapshot) -> bool:
-    """Whether `snapshot.index` has been made (it is made on first use)."""
-    return "index" in snapshot.__dict__
+    """Whether the snapshot's index has been made (`index_of` makes it on first use)."""
+    return _INDEX_KEY in snapshot.__dict__
 
 
 def attach_index(snapshot: ClusterSnapshot, index: ClusterIndex) -> None:
     """Give `snapshot` an index derived elsewhere; it must equal `ClusterIndex.build(snapshot)`.
 
-    For whoever builds snapshots one change at a time (`ClusterView`): the
+    For whoever builds snapshots one change at a time (`ClusterLedger`): the
     index of the next snapshot is then `updated` from the last one's.
     """
-    snapshot.__dict__["index"] = index
+    snapshot.__dict__[_INDEX_KEY] = index
 
 
 def _scan_key(job: RunningJob) -> ScanKey:

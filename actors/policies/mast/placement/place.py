@@ -45,7 +45,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from actors.policies.mast.placement.capacity import ClusterIndex
+from actors.policies.mast.placement.capacity import ClusterIndex, index_of
 from actors.policies.mast.placement.pscore import W_VICTIMS, PScore
 from actors.policies.mast.placement.racks import RackPool
 from actors.policies.mast.placement.snapshot import (
@@ -65,7 +65,7 @@ def place_job(
     cluster: ClusterSnapshot, req: JobRequest, now_us: int, *, allow_preemption: bool = True
 ) -> JobPlan | Unschedulable:
     """The best plan for one job in one cluster: free resources, else preemption."""
-    out = _evaluate(cluster.index, req, now_us, allow_preemption, None)
+    out = _evaluate(index_of(cluster), req, now_us, allow_preemption, None)
     assert out is not None  # only a bound makes `_evaluate` give up
     return out if isinstance(out, Unschedulable) else out.plan()
 
@@ -76,7 +76,7 @@ def choose_victims(cluster: ClusterSnapshot, req: JobRequest) -> tuple[RunningJo
     Returns () when free resources already suffice. The result is in the
     re-sorted order (largest contribution first).
     """
-    return cluster.index.victims(req)
+    return index_of(cluster).victims(req)
 
 
 def place_workload(
@@ -99,7 +99,7 @@ def place_workload(
     workload_id = jobs[0].workload_id
     if any(j.workload_id != workload_id for j in jobs):
         raise ValueError(f"place_workload: jobs of several workloads, expected {workload_id}")
-    work = [c.index for c in sorted(clusters, key=lambda c: c.cluster_id)]
+    work = [index_of(c) for c in sorted(clusters, key=lambda c: c.cluster_id)]
     plans: list[JobPlan] = []
     for n, req in enumerate(jobs):
         best: tuple[int, _Option] | None = None

@@ -15,16 +15,10 @@ out whole.
 
 from __future__ import annotations
 
-import functools
-from typing import TYPE_CHECKING
-
 import msgspec
 
 from actors.policies.mast.placement.pscore import PScore
 from store.mast.records import PRIORITY_LOWEST
-
-if TYPE_CHECKING:
-    from actors.policies.mast.placement.capacity import ClusterIndex
 
 __all__ = [
     "ClusterSnapshot",
@@ -107,21 +101,14 @@ class RunningJob(_Snap, kw_only=True):
 class ClusterSnapshot(_Snap, kw_only=True, dict=True):
     """One ML dynamic cluster: its machines and the jobs running on them.
 
-    `index` is the snapshot's placement index (`actors.policies.mast.placement.capacity`),
-    built on first use and then kept with the snapshot: a snapshot is frozen,
-    so its index never goes stale. It is not a field (not compared, not
-    encoded).
+    Its placement index (`actors.policies.mast.placement.capacity.index_of`)
+    is built on first use and then kept with the snapshot, outside its fields
+    (hence `dict=True`): a snapshot is frozen, so its index never goes stale.
     """
 
     cluster_id: str
     machines: tuple[MachineState, ...]
     running: tuple[RunningJob, ...] = ()
-
-    @functools.cached_property
-    def index(self) -> ClusterIndex:
-        from actors.policies.mast.placement.capacity import ClusterIndex
-
-        return ClusterIndex.build(self)
 
 
 class JobRequest(_Snap, kw_only=True):
@@ -202,7 +189,7 @@ class Unschedulable(_Snap, kw_only=True):
     being reset at the next scan may make room, so the workload should wait.
     It is False when no amount of preemption can help because the clusters
     considered do not have that much healthy hardware of the type at all,
-    i.e. what STYLE.md calls Unresolvable here: only RAS adding machines,
+    i.e. what the design calls Unresolvable: only RAS adding machines,
     repairs, or another region can.
     """
 

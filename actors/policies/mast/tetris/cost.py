@@ -49,6 +49,7 @@ __all__ = [
     "TetrisParams",
     "TetrisRegion",
     "TetrisSnapshot",
+    "TetrisStruct",
     "TetrisTable",
     "cpu_used",
     "cross_region_bytes",
@@ -65,7 +66,7 @@ __all__ = [
 ]
 
 
-class _Tetris(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class TetrisStruct(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Base of the Tetris Structs.
 
     Subclasses repeat `kw_only=True`: msgspec does not inherit it (it applies
@@ -78,7 +79,7 @@ def _check_amount(where: str, value: float) -> None:
         raise ValueError(f"{where} must be finite and >= 0, got {value}")
 
 
-class TetrisTable(_Tetris, kw_only=True):
+class TetrisTable(TetrisStruct, kw_only=True):
     """A table: its size, its home region and the other regions holding a copy.
 
     `replicas` lists every other region holding a ready or copying replica,
@@ -102,7 +103,7 @@ class TetrisTable(_Tetris, kw_only=True):
             raise ValueError(f"{where}.dr_region {self.dr_region!r} is not among its replicas")
 
 
-class TetrisJob(_Tetris, kw_only=True):
+class TetrisJob(TetrisStruct, kw_only=True):
     """A recurring job whose daily usage Tetris knows from its history.
 
     An ML job needs `gpu_hours` of `gpu_type` a day and must read all its
@@ -134,7 +135,7 @@ class TetrisJob(_Tetris, kw_only=True):
             raise ValueError(f"{where}.priority must be in 0..{PRIORITY_LOWEST}")
 
 
-class TetrisRegion(_Tetris, kw_only=True):
+class TetrisRegion(TetrisStruct, kw_only=True):
     """A region's daily GPU-hours per GPU type, storage capacity and CPU caps per app.
 
     An application missing from `cpu_capacity_hours` is not capped here.
@@ -154,7 +155,7 @@ class TetrisRegion(_Tetris, kw_only=True):
                 _check_amount(f"{where}.{field}[{key}]", value)
 
 
-class TetrisSnapshot(_Tetris, kw_only=True):
+class TetrisSnapshot(TetrisStruct, kw_only=True):
     """One day's input: every table, every recurring job and every region."""
 
     tables: tuple[TetrisTable, ...]
@@ -180,7 +181,7 @@ class TetrisSnapshot(_Tetris, kw_only=True):
                     raise ValueError(f"tetris.jobs[{j.id}].tables: unknown table {name!r}")
 
 
-class TetrisParams(_Tetris, kw_only=True):
+class TetrisParams(TetrisStruct, kw_only=True):
     """Weights and limits of one Tetris pass (`policy.tetris.*`).
 
     - `w1` weighs cross-region bytes (per byte: 1e-12 makes a terabyte read
@@ -277,7 +278,7 @@ class TetrisParams(_Tetris, kw_only=True):
         return 1.0 if self.version == "tetris-v1" else job.gpu_hours
 
 
-class TetrisCost(_Tetris, kw_only=True):
+class TetrisCost(TetrisStruct, kw_only=True):
     """The cost of one placement, term by term (each already weighted).
 
     `home_share` is constraint 6's quantity over its total (1.0 when nothing

@@ -21,15 +21,13 @@ already moved this pass is not a candidate.
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from actors.policies.mast.tetris.plan import _State
+from actors.policies.mast.tetris.state import PlacementState
 
 __all__ = ["group_gain", "plan_group_moves"]
 
 
-def group_gain(state: _State, tables: list[int], b: int) -> float | None:
+def group_gain(state: PlacementState, tables: list[int], b: int) -> float | None:
     """Cost removed by moving every table in `tables` to b; None if a constraint breaks.
 
     The moves are applied to `state` to score them and then undone, so the
@@ -42,11 +40,11 @@ def group_gain(state: _State, tables: list[int], b: int) -> float | None:
     feasible = True
     for t in tables:
         a = state.home[t]
-        jobs = state._jobs_delta(t, b, home_check=False) if state._storage_fits(t, b) else None
+        jobs = state.jobs_delta(t, b, home_check=False) if state.storage_fits(t, b) else None
         if jobs is None:
             feasible = False
             break
-        delta += w1 * jobs[0] + w2 * jobs[1] + (w3 * state._storage_delta(t, a, b) if w3 else 0.0)
+        delta += w1 * jobs[0] + w2 * jobs[1] + (w3 * state.storage_delta(t, a, b) if w3 else 0.0)
         state.apply(t, b)
         moved.append((t, a))
     if feasible:
@@ -58,7 +56,7 @@ def group_gain(state: _State, tables: list[int], b: int) -> float | None:
     return -delta if feasible else None
 
 
-def _job_tables(state: _State) -> list[list[int]]:
+def _job_tables(state: PlacementState) -> list[list[int]]:
     tables: list[list[int]] = [[] for _ in state.j_ml]
     for t, readers in enumerate(state.readers):
         for j in readers:
@@ -66,7 +64,7 @@ def _job_tables(state: _State) -> list[list[int]]:
     return tables
 
 
-def _candidates(state: _State, locked: set[int], limit: int) -> list[tuple[int, list[int]]]:
+def _candidates(state: PlacementState, locked: set[int], limit: int) -> list[tuple[int, list[int]]]:
     """(job, its tables) of multi-table ML jobs that are NULL or in an overloaded region."""
     out = []
     for j, tables in enumerate(_job_tables(state)):
@@ -82,7 +80,7 @@ def _candidates(state: _State, locked: set[int], limit: int) -> list[tuple[int, 
 
 
 def _best(
-    state: _State, j: int, tables: list[int], left: int
+    state: PlacementState, j: int, tables: list[int], left: int
 ) -> tuple[float, int, list[int]] | None:
     g, best = state.j_g[j], None
     for b in range(state.nr):
@@ -98,7 +96,7 @@ def _best(
 
 
 def plan_group_moves(
-    state: _State, locked: set[int], left: int, limit: int
+    state: PlacementState, locked: set[int], left: int, limit: int
 ) -> list[tuple[list[int], int, int, float]]:
     """Take gainful group moves, best first, applying them to `state`.
 

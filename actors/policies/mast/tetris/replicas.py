@@ -50,8 +50,8 @@ from actors.policies.mast.tetris.cost import (
     TetrisJob,
     TetrisParams,
     TetrisSnapshot,
+    TetrisStruct,
     TetrisTable,
-    _Tetris,
     job_region,
     storage_used,
 )
@@ -101,7 +101,7 @@ def dr_preference(
     return adds, serves
 
 
-class ReplicaOrder(_Tetris, kw_only=True):
+class ReplicaOrder(TetrisStruct, kw_only=True):
     """Copy `table` to `region`, for the migration service.
 
     `priority` is the best priority of the jobs the replica serves (the
@@ -119,7 +119,7 @@ class ReplicaOrder(_Tetris, kw_only=True):
     keep_old_home: bool = False
 
 
-class ReplicaDeletion(_Tetris, kw_only=True):
+class ReplicaDeletion(TetrisStruct, kw_only=True):
     """Delete a moved table's old home once its new home `after_copy_to` holds the data."""
 
     table: str
@@ -128,7 +128,7 @@ class ReplicaDeletion(_Tetris, kw_only=True):
     size_bytes: int
 
 
-class ReplicaPlan(_Tetris, kw_only=True):
+class ReplicaPlan(TetrisStruct, kw_only=True):
     """The replicas to create and the old homes to delete.
 
     `orders` come highest priority first. `dr_regions` lists the tables whose

@@ -1,0 +1,145 @@
+"""MAST's invariant 6, `preemption`: lower-priority victims, checkpoints before release.
+
+Victims have strictly lower priority than the workload that preempts them,
+and a running victim's machines are released only after it saved a
+checkpoint — one saved after its CM ordered it to stop and save (the job
+went CHECKPOINTING) also counts for a later plan that picks the stopping job
+again — unless it finished its work meanwhile (released DONE: its last
+checkpoint holds all of it) or lost a machine it held (a hardware failure,
+seen in the kernel's `fault` events even when no CM was up to record it, or
+RAS moving the machine away), or its agent died with the emulator process
+(an attempt begun before a `resume` event).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.checks.base import Key, StoreChecker
+from emulator.trace import TraceEvent
+
+
+class PreemptionChecker(StoreChecker):
+    name = "preemption"
+    kinds = ("store", "decision", "fault", "run")
+    _routes = {
+        "fleet.start": "on_start",
+        "fleet.state": "on_state",
+        "fleet.checkpoint": "on_checkpoint",
+        "fleet.release": "on_release",
+        "fleet.health": "on_health",
+        "fleet.membership": "on_membership",
+    }
+
+    def __init__(self) -> None:
+        self.priority: dict[Key, int] = {}
+        self.hosts: dict[Key, set[str]] = {}
+        self.running: set[Key] = set()
+        # Victims told to stop, and whether they saved a checkpoint since.
+        self.victims: dict[Key, bool] = {}
+        # Jobs told to stop with a checkpoint (CHECKPOINTING), and those of them
+        # that saved it: they do no more work, so nothing of theirs is lost.
+        self.checkpointing: set[Key] = set()
+        self.saved_for_stop: set[Key] = set()
+        # Hosts that failed or that RAS moved out of their cluster: a victim
+        # losing one cannot checkpoint first, and nobody reuses it in its cluster.
+        self.failed_hosts: set[str] = set()
+        # When each job (its current attempt) started, and when each machine,
+        # rack, fault domain... last went down (the kernel's hardware faults).
+        self.started_us: dict[Key, int] = {}
+        self.down_us: dict[str, int] = {}
+        # The trace position of each attempt's start and of the last `resume`:
+        # the killed process took every agent with it, as a failure of every
+        # machine would (positions, not times: a kill and a restart share one).
+        self.started_seq: dict[Key, int] = {}
+        self.resumed_seq = 0
+
+    def observe(self, event: TraceEvent) -> list[str]:
+        if event.kind == "decision":
+            return self._dispatch(event.payload) if event.type == "rms.dispatch" else []
+        if event.kind == "run":
+            if event.type == "resume":
+                self.resumed_seq = event.seq
+            return []
+        if event.kind == "fault":
+            if event.type == "down":
+                self.down_us[event.dst] = event.t_us
+            return []
+        return super().observe(event)
+
+    def _lost_a_machine(self, key: Key) -> bool:
+        """Whether a machine the job holds failed or left its cluster since it started."""
+        hosts = self.hosts.get(key, set())
+        if hosts & self.failed_hosts:
+            return True
+        if self.started_seq.get(key, 0) < self.resumed_seq:
+            return True
+        since = self.started_us.get(key, 0)
+        return any(
+            t >= since and any(h == node or h.startswith(node + "/") for h in hosts)
+            for node, t in self.down_us.items()
+        )
+
+    def _dispatch(self, payload: dict[str, Any]) -> list[str]:
+        out = []
+        for w, j in payload["victims"]:
+            key = (w, j)
+            victim_priority = self.priority.get(key)
+            if victim_priority is not None and victim_priority <= payload["priority"]:
+                out.append(
+                    f"{payload['workload']} (priority {payload['priority']}) preempts "
+                    f"{w}/{j} of priority {victim_priority}"
+                )
+            if key in self.running:
+                self.victims[key] = key in self.saved_for_stop
+        return out
+
+    def on_start(self, args: list[Any], result: Any, event: TraceEvent) -> list[str]:
+        if result is not None:
+            key = (args[2], args[3])
+            self.priority[key] = args[5]
+            self.hosts[key] = {h for h, _n in args[6]} | set(args[7])
+            self.started_us[key] = args[1]
+            self.started_seq[key] = event.seq
+            self.running.discard(key)
+            self.victims.pop(key, None)
+            self.checkpointing.discard(key)
+            self.saved_for_stop.discard(key)
+        return []
+
+    def on_state(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result and args[4] == "RUNNING":
+            self.running.add((args[2], args[3]))
+        elif result and args[4] == "CHECKPOINTING":
+            self.checkpointing.add((args[2], args[3]))
+        return []
+
+    def on_checkpoint(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        key = (args[1], args[2])
+        if result and key in self.victims:
+            self.victims[key] = True
+        if result and key in self.checkpointing:
+            self.saved_for_stop.add(key)
+        return []
+
+    def on_health(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if not args[1]:
+            self.failed_hosts.update(args[0])
+        return []
+
+    def on_membership(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result:
+            self.failed_hosts.update(host for host, src, _dst in args[2] if src is not None)
+        return []
+
+    def on_release(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if not result:
+            return []
+        key = (args[2], args[3])
+        self.running.discard(key)
+        self.checkpointing.discard(key)
+        self.saved_for_stop.discard(key)
+        saved = self.victims.pop(key, None)
+        if saved is False and args[4] != "DONE" and not self._lost_a_machine(key):
+            return [f"preempted {key[0]}/{key[1]} released its machines before saving a checkpoint"]
+        return []

@@ -1,0 +1,81 @@
+"""What the CLI prints about a run: its exit codes, a progress bar and the summary."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from emulator.units import format_us
+
+EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class Progress:
+    """A rich progress bar on stderr (emulated time, events/s), or nothing."""
+
+    def __init__(self, show: bool, end_us: int) -> None:
+        self.show = show
+        self.end_us = end_us
+        self.bar: Any = None
+
+    def __enter__(self) -> Callable[[Any], None] | None:
+        if not self.show:
+            return None
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("[bold]emulated[/] {task.fields[now]}"),
+            BarColumn(),
+            TextColumn("{task.percentage:>5.1f}%  {task.fields[rate]} events/s"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self.bar.start()
+        task = self.bar.add_task("run", total=max(1, self.end_us), now="0s", rate="-")
+        import time
+
+        start = time.perf_counter()
+
+        def update(kernel: Any) -> None:
+            elapsed = max(1e-9, time.perf_counter() - start)
+            self.bar.update(
+                task,
+                completed=kernel.now_us,
+                now=format_us(kernel.now_us),
+                rate=f"{kernel.events / elapsed:,.0f}",
+            )
+
+        return update
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def print_summary(result: Any, ref: str) -> None:
+    # "events" are trace events, as replay/check/export count them; "steps" are
+    # the kernel's heap events (a delivery is one of each; a store write only a trace event).
+    rate = result.trace_events / result.wall_s if result.wall_s > 0 else 0.0
+    rows = [
+        ("status", result.status),
+        ("emulated", format_us(result.end_t_us)),
+        ("events", f"{result.trace_events:,} ({rate:,.0f}/s wall)"),
+        ("kernel steps", f"{result.events:,}"),
+        ("deliveries", f"{result.deliveries:,}"),
+        ("drops", f"{result.drops:,}"),
+        ("crashes", f"{result.crashes:,}"),
+        ("fault windows", f"{len(result.fault_windows)}"),
+        ("wall time", f"{result.wall_s:.2f}s"),
+    ]
+    if result.lag_s_max is not None:
+        rows.append(("max lag", f"{result.lag_s_max * 1000:.1f}ms"))
+    rows.append(("run database", str(result.out)))
+    for key, value in rows:
+        print(f"{key:>14}: {value}")
+    for seq, t_us, invariant, message in result.violations[:20]:
+        print(f"VIOLATION {invariant} at #{seq} ({format_us(t_us)}): {message}")
+    if result.violations:
+        print(f"reproduce: mastemu run {ref} --seed {result.seed}")
+    print(f"trace-hash: {result.trace_hash}")

@@ -1,0 +1,179 @@
+"""MAST's shared database: its tables, as a schema part of the run database.
+
+Tenants, the global queue and its auctions, machines and dynamic clusters,
+jobs and allocations, the data catalog and replicas (script 1); an index the
+schedulers' live-job reads need (2); the slow path's regions, copies, daily
+byte counts and Tetris passes (3). The run database applies them after its
+own tables (`store/migrations.py`, `SchemaPart`).
+"""
+
+from __future__ import annotations
+
+from store.migrations import SchemaPart
+
+# MAST's shared replicated database: the global job queue, the fleet, the
+# data catalog. Specs are msgpack-encoded records (store/mast/records.py); columns
+# hold what queries filter or sort on.
+_M1 = """
+CREATE TABLE tenants (
+    name       TEXT PRIMARY KEY,
+    priority   INTEGER NOT NULL,
+    gpu_quota  INTEGER NOT NULL,
+    cpu_quota  INTEGER NOT NULL
+);
+
+-- The global job queue. `state` is the workload's one state at any time
+-- (invariant 8); `version` is bumped by every change, for compare-and-set.
+CREATE TABLE workloads (
+    id            TEXT PRIMARY KEY,
+    tenant        TEXT    NOT NULL,
+    spec          BLOB    NOT NULL,
+    state         TEXT    NOT NULL CHECK (state IN ('PENDING', 'WAITING', 'WAITING_DATA',
+                      'DISPATCHING', 'RUNNING', 'DONE', 'FAILED')),
+    submitted_us  INTEGER NOT NULL,
+    queued_us     INTEGER NOT NULL,
+    priority      INTEGER NOT NULL,
+    credit        REAL    NOT NULL DEFAULT 0,
+    within_quota  INTEGER NOT NULL DEFAULT 0,
+    region        TEXT,
+    auction_id    INTEGER,
+    gms_epoch     INTEGER,
+    attempts      INTEGER NOT NULL DEFAULT 0,
+    preemptions   INTEGER NOT NULL DEFAULT 0,
+    started_us    INTEGER,
+    finished_us   INTEGER,
+    version       INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX workloads_state ON workloads (state);
+
+CREATE TABLE auctions (
+    id          INTEGER PRIMARY KEY,
+    workload_id TEXT    NOT NULL,
+    gms_epoch   INTEGER NOT NULL,
+    opened_us   INTEGER NOT NULL,
+    closed_us   INTEGER,
+    outcome     TEXT,
+    winner      TEXT
+);
+
+CREATE TABLE clusters (
+    id        TEXT PRIMARY KEY,
+    region    TEXT    NOT NULL,
+    ml        INTEGER NOT NULL,
+    intended  INTEGER NOT NULL
+);
+
+CREATE TABLE machines (
+    host          TEXT PRIMARY KEY,
+    region        TEXT    NOT NULL,
+    rack          TEXT    NOT NULL,
+    fault_domain  TEXT    NOT NULL,
+    gpu_type      TEXT,
+    gpus          INTEGER NOT NULL,
+    cpu_cores     INTEGER NOT NULL,
+    memory_gb     INTEGER NOT NULL,
+    cluster       TEXT,
+    healthy       INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX machines_cluster ON machines (cluster);
+
+-- A job placed in a cluster: its attempt, state and saved progress.
+CREATE TABLE jobs (
+    workload_id    TEXT    NOT NULL,
+    job            TEXT    NOT NULL,
+    cluster        TEXT,
+    attempt        INTEGER NOT NULL DEFAULT 0,
+    state          TEXT    NOT NULL,
+    priority       INTEGER NOT NULL,
+    checkpoint_us  INTEGER NOT NULL DEFAULT 0,
+    started_us     INTEGER,
+    cm_epoch       INTEGER,
+    PRIMARY KEY (workload_id, job)
+);
+
+-- Which job holds how many GPUs (or the whole CPU machine) on which host.
+CREATE TABLE allocations (
+    host        TEXT    NOT NULL,
+    workload_id TEXT    NOT NULL,
+    job         TEXT    NOT NULL,
+    gpus        INTEGER NOT NULL,
+    cpu         INTEGER NOT NULL,
+    since_us    INTEGER NOT NULL,
+    PRIMARY KEY (host, workload_id, job)
+);
+CREATE INDEX allocations_job ON allocations (workload_id, job);
+
+CREATE TABLE data_tables (
+    name        TEXT PRIMARY KEY,
+    size_bytes  INTEGER NOT NULL,
+    home_region TEXT    NOT NULL
+);
+
+CREATE TABLE replicas (
+    table_name TEXT    NOT NULL,
+    region     TEXT    NOT NULL,
+    state      TEXT    NOT NULL CHECK (state IN ('copying', 'ready')),
+    ready_us   INTEGER,
+    PRIMARY KEY (table_name, region)
+);
+"""
+
+# The schedulers read a cluster's live jobs at every scan (RMS and CM views);
+# without this, each such read scans every job ever placed.
+_M2 = """
+CREATE INDEX jobs_cluster_state ON jobs (cluster, state);
+"""
+
+# The slow path: region storage, the migration service's copies and daily byte
+# counts, Tetris's passes, and a replica's freshness lag.
+_M3 = """
+CREATE TABLE regions (
+    name          TEXT PRIMARY KEY,
+    storage_bytes INTEGER NOT NULL
+);
+
+ALTER TABLE replicas ADD COLUMN lag_s REAL NOT NULL DEFAULT 0;
+
+-- A cross-region copy of a table, ordered by Tetris or on demand by the GMS.
+-- bytes_done is the persisted progress: a restarted service resumes from it.
+CREATE TABLE copies (
+    id          INTEGER PRIMARY KEY,
+    table_name  TEXT    NOT NULL,
+    src         TEXT    NOT NULL,
+    dst         TEXT    NOT NULL,
+    size_bytes  INTEGER NOT NULL,
+    bytes_done  INTEGER NOT NULL DEFAULT 0,
+    priority    INTEGER NOT NULL,
+    deadline_us INTEGER,
+    created_us  INTEGER NOT NULL,
+    reason      TEXT    NOT NULL,
+    workload_id TEXT,
+    state       TEXT    NOT NULL CHECK (state IN ('queued', 'copying', 'done', 'cancelled')),
+    finished_us INTEGER
+);
+-- At most one live copy of a table into a region.
+CREATE UNIQUE INDEX copies_live ON copies (table_name, dst)
+    WHERE state IN ('queued', 'copying');
+CREATE INDEX copies_state ON copies (state);
+
+-- Bytes the migration service moved per emulated day (the daily cap).
+CREATE TABLE migration_days (
+    day   INTEGER PRIMARY KEY,
+    bytes INTEGER NOT NULL
+);
+
+-- One Tetris pass: what it planned.
+CREATE TABLE tetris_passes (
+    id            INTEGER PRIMARY KEY,
+    t_us          INTEGER NOT NULL,
+    version       TEXT    NOT NULL,
+    cost_before   REAL    NOT NULL,
+    cost_after    REAL    NOT NULL,
+    moves         INTEGER NOT NULL,
+    replicas      INTEGER NOT NULL,
+    bytes_planned INTEGER NOT NULL
+);
+"""
+
+
+MAST_SCHEMA = SchemaPart("mast", (_M1, _M2, _M3))
