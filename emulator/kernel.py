@@ -27,7 +27,7 @@ import contextlib
 import heapq
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -75,6 +75,19 @@ def _close(coro: Any) -> None:
         coro.close()
 
 
+class ActorError(NamedTuple):
+    """An actor died on an exception of its own: where in the trace, who, what."""
+
+    seq: int
+    t_us: int
+    address: str
+    error: str  # the exception's type name
+    message: str
+
+    def describe(self) -> str:
+        return f"{self.address}: {self.error}: {self.message}"
+
+
 class KernelOptions(msgspec.Struct, frozen=True, kw_only=True):
     """Knobs of the kernel itself (limits have units and qualifiers last)."""
 
@@ -114,6 +127,8 @@ class Kernel:
         self.drops = 0
         self.crashes = 0
         self.violations: list[tuple[int, int, str, str]] = []
+        # Actors that died on an exception of their own, in order (`_actor_error`).
+        self.actor_errors: list[ActorError] = []
         self.stop_reason: str | None = None
         self.progress: Callable[[Kernel], None] | None = None
         self._heap: list[tuple[Any, ...]] = []
@@ -244,6 +259,7 @@ class Kernel:
         # Only the type and message go into the trace: a traceback holds file
         # paths and memory addresses that differ between machines.
         reason = f"{type(exc).__name__}: {exc}"
+        self._actor_error(slot.address, exc)
         slot.coro = None  # already finished by the exception
         slot.restarts += 1
         if slot.restarts > self.options.restarts_max:
@@ -252,6 +268,18 @@ class Kernel:
             self.tracer.record(self.now_us, "gave-up", "", slot.address, "", slot.restarts)
         else:
             self._crash(slot, reason, self.options.restart_delay_us)
+
+    def _actor_error(self, address: str, exc: BaseException) -> None:
+        """An actor died on an exception of its own: a bug, which fails the run (design §11).
+
+        Traced as its own event (`actor-error`, with the exception's type and
+        message as fields) before the crash it causes, so a run, `check` and
+        `resume` all find it without reading a crash reason's text.
+        """
+        name, message = type(exc).__name__, str(exc)
+        fields = {"error": name, "message": message}
+        seq = self.tracer.record(self.now_us, "actor-error", "", address, name, fields)
+        self.actor_errors.append(ActorError(seq, self.now_us, address, name, message))
 
     def pause(self, address: str, duration_us: int) -> None:
         """Freeze an actor (a GC pause, a stopped VM): it handles nothing until the end."""
@@ -676,6 +704,7 @@ class Kernel:
                 try:
                     slot.instance.on_stop()
                 except Exception as error:
+                    self._actor_error(address, error)
                     self.tracer.record(self.now_us, "crash", "", address, "", f"on_stop: {error}")
                 if slot.coro is not None:
                     _close(slot.coro)

@@ -17,7 +17,11 @@ import msgspec
 # 'mast' in ASCII: marks the file as a mastemu run database.
 APPLICATION_ID = 0x6D617374
 
-RUN_STATUSES = ("running", "ok", "violated", "interrupted", "failed")
+# How a run may end: "error" when an actor died on an exception of its own
+# (a bug, docs/design.md §11), "failed" when the emulator itself stopped.
+RUN_STATUSES = ("running", "ok", "violated", "error", "interrupted", "failed")
+# Version 1's, frozen: a released script never changes.
+_V1_STATUSES = ("running", "ok", "violated", "interrupted", "failed")
 
 _V1 = f"""
 PRAGMA application_id = {APPLICATION_ID};
@@ -31,7 +35,7 @@ CREATE TABLE run_meta (
     version       TEXT    NOT NULL DEFAULT '',
     mode          TEXT    NOT NULL DEFAULT 'virtual',
     status        TEXT    NOT NULL DEFAULT 'running'
-                  CHECK (status IN ({", ".join(f"'{s}'" for s in RUN_STATUSES)})),
+                  CHECK (status IN ({", ".join(f"'{s}'" for s in _V1_STATUSES)})),
     trace_hash    TEXT,
     end_t_us      INTEGER,
     events        INTEGER NOT NULL DEFAULT 0,
@@ -108,7 +112,34 @@ CREATE TABLE schema_parts (
 );
 """
 
-MIGRATIONS: list[str] = [_V1, _V2]
+# A run may end in "error"; it remembers how far it was asked to run
+# (`until_us`, for `resume`) and how many actors died on exceptions.
+_V3 = f"""
+CREATE TABLE run_meta_v3 (
+    id            INTEGER PRIMARY KEY CHECK (id = 1),
+    scenario_name TEXT    NOT NULL,
+    scenario_text TEXT    NOT NULL DEFAULT '',
+    seed          INTEGER NOT NULL,
+    version       TEXT    NOT NULL DEFAULT '',
+    mode          TEXT    NOT NULL DEFAULT 'virtual',
+    status        TEXT    NOT NULL DEFAULT 'running'
+                  CHECK (status IN ({", ".join(f"'{s}'" for s in RUN_STATUSES)})),
+    trace_hash    TEXT,
+    end_t_us      INTEGER,
+    events        INTEGER NOT NULL DEFAULT 0,
+    violations    INTEGER NOT NULL DEFAULT 0,
+    actor_errors  INTEGER NOT NULL DEFAULT 0,
+    until_us      INTEGER
+);
+INSERT INTO run_meta_v3 (id, scenario_name, scenario_text, seed, version, mode, status,
+                         trace_hash, end_t_us, events, violations)
+    SELECT id, scenario_name, scenario_text, seed, version, mode, status,
+           trace_hash, end_t_us, events, violations FROM run_meta;
+DROP TABLE run_meta;
+ALTER TABLE run_meta_v3 RENAME TO run_meta;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -17,7 +17,7 @@ import msgspec
 from store.db import Store, StoreError
 from store.migrations import RUN_STATUSES
 
-RunStatus = Literal["running", "ok", "violated", "interrupted", "failed"]
+RunStatus = Literal["running", "ok", "violated", "error", "interrupted", "failed"]
 assert get_args(RunStatus) == RUN_STATUSES, "RunStatus and the schema CHECK must agree"
 
 
@@ -34,6 +34,10 @@ class RunMeta(msgspec.Struct, kw_only=True):
     end_t_us: int | None = None
     events: int = 0
     violations: int = 0
+    # Actors that died on an exception of their own (status "error" unless tolerated).
+    actor_errors: int = 0
+    # The emulated time the run was asked to stop at (`--until`), if earlier than its end.
+    until_us: int | None = None
 
 
 class Violation(msgspec.Struct, frozen=True):
@@ -77,13 +81,14 @@ async def finish_run(
     end_t_us: int,
     events: int,
     violations: int,
+    actor_errors: int = 0,
 ) -> None:
     """Record how the run ended. Raises StoreError if no run metadata exists."""
     _check_status(status)
     changed = await store.write(
         "UPDATE run_meta SET status = ?, trace_hash = ?, end_t_us = ?, events = ?, "
-        "violations = ? WHERE id = 1",
-        (status, trace_hash, end_t_us, events, violations),
+        "violations = ?, actor_errors = ? WHERE id = 1",
+        (status, trace_hash, end_t_us, events, violations, actor_errors),
     )
     if changed != 1:
         raise StoreError(f"{store.path}: finish_run before put_run_meta (no run_meta row)")

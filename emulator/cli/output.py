@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from emulator.units import format_us
@@ -54,6 +54,24 @@ class Progress:
             self.bar.stop()
 
 
+def actor_error_lines(errors: Sequence[Any], status: str, shown_max: int = 5) -> list[str]:
+    """The actors that died on exceptions of their own, first ones first.
+
+    A run whose status is not "error" tolerated every one of them (the
+    scenario's `invariants.tolerate_errors`); they are listed all the same.
+    """
+    if not errors:
+        return []
+    what = "ACTOR ERROR" if status == "error" else "actor error (tolerated)"
+    lines = [
+        f"{what} at #{e.seq} ({format_us(e.t_us)}): {e.address} died on {e.error}: {e.message}"
+        for e in errors[:shown_max]
+    ]
+    if len(errors) > shown_max:
+        lines.append(f"… and {len(errors) - shown_max} more actor error(s)")
+    return lines
+
+
 def print_summary(result: Any, ref: str) -> None:
     # "events" are trace events, as replay/check/export count them; "steps" are
     # the kernel's heap events (a delivery is one of each; a store write only a trace event).
@@ -76,6 +94,8 @@ def print_summary(result: Any, ref: str) -> None:
         print(f"{key:>14}: {value}")
     for seq, t_us, invariant, message in result.violations[:20]:
         print(f"VIOLATION {invariant} at #{seq} ({format_us(t_us)}): {message}")
-    if result.violations:
+    for line in actor_error_lines(result.actor_errors, result.status):
+        print(line)
+    if result.failed:
         print(f"reproduce: mastemu run {ref} --seed {result.seed}")
     print(f"trace-hash: {result.trace_hash}")

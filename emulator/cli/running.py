@@ -16,6 +16,7 @@ from emulator.cli.output import (
     EXIT_OK,
     EXIT_VIOLATION,
     Progress,
+    actor_error_lines,
     print_summary,
 )
 from emulator.cli.reading import reporter_for
@@ -53,7 +54,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_summary(result, args.scenario)
     if result.status == "interrupted":
         return EXIT_INTERRUPTED
-    return EXIT_VIOLATION if result.violations else EXIT_OK
+    return EXIT_VIOLATION if result.failed else EXIT_OK
 
 
 def cmd_sweep(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -121,7 +122,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     print_summary(outcome, outcome.scenario)
     if outcome.status == "interrupted":
         return EXIT_INTERRUPTED
-    return EXIT_VIOLATION if outcome.violations else EXIT_OK
+    return EXIT_VIOLATION if outcome.failed else EXIT_OK
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -136,6 +137,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not policies:
         raise InputError("--policies", "", "name at least one policy")
     dbs = []
+    failed = False
     for policy in policies:
         variant = {**raw, "system": {**raw["system"], "policy": policy}}
         variant_text = json.dumps(variant, sort_keys=True)
@@ -147,6 +149,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(
             f"{policy}: {result.status}  trace-hash: {result.trace_hash}  ({out})", file=sys.stderr
         )
+        for line in actor_error_lines(result.actor_errors, result.status):
+            print(f"{policy}: {line}", file=sys.stderr)
+        failed = failed or result.failed
         dbs.append(out)
     reporter = reporter_for(dbs[0])
     reports = [asyncio.run(reporter.report(db)) for db in dbs]
@@ -154,4 +159,4 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(json.dumps({"runs": reports}, sort_keys=True))
     else:
         print(reporter.render_text(reports))
-    return EXIT_VIOLATION if any(r.get("invariant_violations") for r in reports) else EXIT_OK
+    return EXIT_VIOLATION if failed else EXIT_OK

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -14,7 +14,9 @@ import msgspec
 
 from emulator.errors import InputError
 from emulator.invariants import check_events, make_checkers
+from emulator.kernel import ActorError
 from emulator.liveness import judge_liveness, liveness_lines
+from emulator.run.runner import failing_errors
 from emulator.run.scenario import decode_scenario
 from emulator.trace import TraceEvent, fault_key
 from emulator.units import format_us
@@ -293,9 +295,31 @@ async def check(db: Path, out: TextIO | None = None) -> int:
         out.write(f"VIOLATION {invariant} at #{seq} ({format_us(t_us)}): {message}\n")
     if found:
         out.write(f"reproduce: mastemu run {meta.scenario_name} --seed {meta.seed}\n")
+    errors = actor_errors(events)
+    failing = failing_errors(errors, scenario.invariants.tolerate_errors)
+    for e in errors:
+        what = "ACTOR ERROR" if e in failing else "actor error (tolerated)"
+        out.write(
+            f"{what} at #{e.seq} ({format_us(e.t_us)}): {e.address} died on {e.error}: "
+            f"{e.message}\n"
+        )
+    if found or failing:
+        out.write(f"reproduce: mastemu run {meta.scenario_name} --seed {meta.seed}\n")
     names = ", ".join(c.name for c in checkers) or "none"
-    out.write(f"checked {len(events)} events against {names}: {len(found)} violation(s)\n")
+    out.write(
+        f"checked {len(events)} events against {names}: {len(found)} violation(s), "
+        f"{len(failing)} actor error(s)\n"
+    )
     # Liveness is reported, not enforced: the exit code stays that of the invariants.
     for line in liveness_lines(judge_liveness(events)):
         out.write(line + "\n")
-    return 1 if found else 0
+    return 1 if found or failing else 0
+
+
+def actor_errors(events: Iterable[TraceEvent]) -> list[ActorError]:
+    """The actors that died on exceptions of their own, from a recorded trace."""
+    return [
+        ActorError(e.seq, e.t_us, e.dst, e.payload["error"], e.payload["message"])
+        for e in events
+        if e.kind == "actor-error"
+    ]

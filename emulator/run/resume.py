@@ -63,7 +63,7 @@ import msgspec
 
 from emulator.errors import EmulatorInternalError, InputError
 from emulator.invariants import Checker, OnlineChecking, make_checkers
-from emulator.kernel import Kernel
+from emulator.kernel import ActorError, Kernel
 from emulator.net.network import build_network
 from emulator.pacing import Pacer
 from emulator.registry import schema_parts
@@ -97,7 +97,7 @@ from store import Store, StoreError
 from store.runs import RunMeta, clear_violations, get_run_meta, put_run_meta
 from store.trace import TraceWriter, iter_trace_records
 
-FINISHED = ("ok", "violated")
+FINISHED = ("ok", "violated", "error")
 # The faults whose windows belong to actors (`FaultInjector._fire`), and the
 # reason the kernel records for a crash one of them caused.
 ACTOR_WINDOWS = ("crash", "pause", "slow-store")
@@ -134,6 +134,8 @@ class Prefix:
     up: set[str] = field(default_factory=set)
     exited: set[str] = field(default_factory=set)
     violations: list[tuple[int, int, str, str]] = field(default_factory=list)
+    # Actors that died on exceptions of their own (the kernel's `actor-error` events).
+    actor_errors: list[ActorError] = field(default_factory=list)
     # The last crash of each actor that was down at the last event: (time, reason).
     crashed: dict[str, tuple[int, str]] = field(default_factory=dict)
     # The actors the kernel gave up restarting (`gave-up`: the restart limit).
@@ -179,6 +181,9 @@ class Prefix:
             self._fault(event)
         elif kind == "violation":
             self.violations.append((event.seq, event.t_us, event.type, str(event.payload)))
+        elif kind == "actor-error":
+            error, message = event.payload["error"], event.payload["message"]
+            self.actor_errors.append(ActorError(event.seq, event.t_us, address, error, message))
 
     def _fault(self, event: TraceEvent) -> None:
         action, _, phase = event.type.rpartition(".")
@@ -462,7 +467,10 @@ async def resume(
             arm_kill_switch(kernel)
             if on_kernel is not None:
                 on_kernel(kernel)
-            status, trace_hash = await drive(kernel, world.checking, end_us, handle_signals)
+            tolerated = frozenset(plan.scenario.invariants.tolerate_errors)
+            status, trace_hash = await drive(
+                kernel, world.checking, end_us, handle_signals, tolerated
+            )
             return run_result(
                 plan, meta.seed, db, kernel, status, trace_hash, wall0, world.windows()
             )
@@ -532,6 +540,7 @@ async def _restart(
         },
     )
     kernel.violations.extend(prefix.violations)
+    kernel.actor_errors.extend(prefix.actor_errors)
     if prefix.violations and scenario.invariants.stop_on_violation:
         kernel.request_stop(f"invariant {prefix.violations[0][2]} violated")
     # An actor held back for good still needs its slot (a `restart` fault or

@@ -21,7 +21,7 @@ import os
 import signal
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -32,7 +32,7 @@ import msgspec
 from emulator.actor import Actor
 from emulator.errors import InputError
 from emulator.invariants import OnlineChecking, make_checkers
-from emulator.kernel import Kernel, KernelOptions
+from emulator.kernel import ActorError, Kernel, KernelOptions
 from emulator.net.network import Network, build_network
 from emulator.net.specs import WorldSpec
 from emulator.net.topology import Topology
@@ -82,6 +82,13 @@ class RunResult:
     lag_s_max: float | None
     violations: list[tuple[int, int, str, str]] = field(default_factory=list)
     fault_windows: list[tuple[int, int | None, str]] = field(default_factory=list)
+    # Actors that died on an exception of their own (a tolerated type included).
+    actor_errors: list[ActorError] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        """Whether the run failed: an invariant was violated or an actor hit a bug."""
+        return self.status in ("violated", "error")
 
 
 @dataclass
@@ -211,6 +218,7 @@ async def execute(
                 seed=seed,
                 version=package_version(),
                 mode="virtual" if speed is None else f"scaled x{speed:g}",
+                until_us=until_us if until_us is not None and until_us < end_us else None,
             ),
         )
         # From here on the emulated state and the trace commit together.
@@ -247,7 +255,8 @@ async def execute(
         arm_kill_switch(kernel)
         if on_kernel is not None:
             on_kernel(kernel)
-        status, trace_hash = await drive(kernel, checking, end_us, handle_signals)
+        tolerated = frozenset(scenario.invariants.tolerate_errors)
+        status, trace_hash = await drive(kernel, checking, end_us, handle_signals, tolerated)
     return run_result(plan, seed, out, kernel, status, trace_hash, wall0, injector.windows)
 
 
@@ -354,8 +363,24 @@ def arm_kill_switch(kernel: Kernel) -> None:
         kernel.at(t_us, kernel.request_stop, KILLED)
 
 
+def failing_errors(errors: Iterable[ActorError], tolerated: Collection[str]) -> list[ActorError]:
+    """The actor errors that fail a run: all but those of a tolerated exception type."""
+    return [e for e in errors if e.error not in tolerated]
+
+
+def ending_status(kernel: Kernel, tolerated: Collection[str]) -> str:
+    """How a run that reached its end went: error (an actor's own exception), violated, ok."""
+    if failing_errors(kernel.actor_errors, tolerated):
+        return "error"
+    return "violated" if kernel.violations else "ok"
+
+
 async def drive(
-    kernel: Kernel, checking: OnlineChecking, end_us: int, handle_signals: bool
+    kernel: Kernel,
+    checking: OnlineChecking,
+    end_us: int,
+    handle_signals: bool,
+    tolerated: Collection[str] = (),
 ) -> tuple[str, str]:
     """Run the kernel to `end_us` and persist how it ended; returns (status, trace hash).
 
@@ -377,7 +402,7 @@ async def drive(
         else:
             kernel.stop_all()
             checking.finish()
-            status = "violated" if kernel.violations else "ok"
+            status = ending_status(kernel, tolerated)
     except asyncio.CancelledError:
         status = "interrupted"
         raise
@@ -417,6 +442,7 @@ def run_result(
         lag_s_max=kernel.pacer.lag_s_max if kernel.pacer is not None else None,
         violations=list(kernel.violations),
         fault_windows=list(windows),
+        actor_errors=list(kernel.actor_errors),
     )
 
 
@@ -435,4 +461,5 @@ async def _finish(
         end_t_us=kernel.now_us,
         events=tracer.seq,
         violations=len(kernel.violations),
+        actor_errors=len(kernel.actor_errors),
     )

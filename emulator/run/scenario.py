@@ -218,6 +218,9 @@ class KernelSpec(Spec, kw_only=True):
 class InvariantsSpec(Spec, kw_only=True):
     enabled: list[Name] = []
     stop_on_violation: bool = False
+    # Exception types (class names) an actor may die on without failing the run:
+    # for scenarios that exercise a deliberately broken component. Still reported.
+    tolerate_errors: Annotated[list[Name], Meta(max_length=64)] = []
 
 
 class Scenario(Spec, kw_only=True):

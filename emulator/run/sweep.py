@@ -27,8 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from emulator.errors import InputError
-from emulator.run.runner import check_replaceable, execute, plan_run, remove_run_files
+from emulator.run.runner import (
+    check_replaceable,
+    execute,
+    failing_errors,
+    plan_run,
+    remove_run_files,
+)
 from emulator.run.scenario import resolve_scenario
+from emulator.units import format_us
 
 # A sweep is a batch job: refuse ranges that would take days by mistake.
 SEEDS_MAX = 100_000
@@ -180,7 +187,11 @@ def run_seed(ref: str, seed: int, workdir: str) -> SeedRun:
         )
     status = result.status
     error = None
-    if status not in ("ok", "violated"):
+    if status == "error":
+        first = failing_errors(result.actor_errors, scenario.invariants.tolerate_errors)[0]
+        status = INTERNAL_ERROR
+        error = f"actor {first.describe()} (#{first.seq}, {format_us(first.t_us)})"
+    elif status not in ("ok", "violated"):
         status, error = INTERNAL_ERROR, f"the run ended with status {result.status!r}"
     if status == "ok":
         remove_run_files(out)

@@ -142,11 +142,21 @@ def crash(target: str, at: str, restart_after: str | None = None) -> dict[str, A
 
 
 # ---- running it -------------------------------------------------------------------------------
-def run(raw: dict[str, Any], tmp_path: Path, seed: int = 1) -> tuple[RunResult, list[TraceEvent]]:
-    """Run the scenario to its end into `tmp_path/run-SEED.db`: the result and the trace."""
+def run(
+    raw: dict[str, Any], tmp_path: Path, seed: int = 1, *, errors_expected: bool = False
+) -> tuple[RunResult, list[TraceEvent]]:
+    """Run the scenario to its end into `tmp_path/run-SEED.db`: the result and the trace.
+
+    A run in which an actor died on an exception of its own fails the test,
+    unless the test says it expects that (`errors_expected`) and looks at it.
+    """
     text = msgspec.json.encode(raw).decode()
     plan = plan_run(convert_scenario(raw, "scripted"), text, "scripted")
     result = asyncio.run(execute(plan, seed=seed, out=tmp_path / f"run-{seed}.db"))
+    if not errors_expected:
+        assert result.status != "error", "actors died on exceptions: " + "; ".join(
+            e.describe() for e in result.actor_errors
+        )
     return result, trace_events(result.out)
 
 

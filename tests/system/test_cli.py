@@ -424,7 +424,9 @@ def test_cli_check_clean_run_exits_0(
     meta, _ = lease_trace
     code, out, _ = run_cli(capsys, "check", str(lease_run.db))
     assert code == 0
-    assert out.strip() == f"checked {meta.events} events against lease-safety: 0 violation(s)"
+    assert out.strip() == (
+        f"checked {meta.events} events against lease-safety: 0 violation(s), 0 actor error(s)"
+    )
 
 
 @pytest.mark.parametrize("command", ["replay", "export", "check"])

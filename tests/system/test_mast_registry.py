@@ -328,7 +328,10 @@ def test_an_ordering_that_is_not_a_permutation_crashes_the_gms_and_loses_nothing
 ) -> None:
     raw = _one_slot_for_two()
     raw["system"]["policy"] = "toy-drops"
-    result, events = run(raw, tmp_path)
+    result, events = run(raw, tmp_path, errors_expected=True)
+    # A policy breaking its contract is a bug: the run fails, naming it.
+    assert result.status == "error"
+    assert {e.error for e in result.actor_errors} == {"PolicyContractError"}
     crashes = [e.reason for e in events_of(events, "crash")]
     assert crashes and all(
         "'toy-drops': order() must return a permutation of the ranked workloads" in c

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from actors.demo.lease import CandidateParams, ClientParams
 from emulator.cli import main as cli
 from emulator.errors import InputError
+from emulator.net import specs
 from emulator.registry import builtin_scenarios
 from emulator.run import scenario
 from emulator.run.runner import RunPlan, plan_run
@@ -338,7 +339,7 @@ def test_scenario_leader_lease_itself_is_valid() -> None:
 # ---- property tests --------------------------------------------------------------
 def _struct_fields() -> set[str]:
     names = {"action"}
-    for module in (scenario,):
+    for module in (scenario, specs):
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, msgspec.Struct):
                 names.update(f.name for f in msgspec.structs.fields(value))

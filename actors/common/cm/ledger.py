@@ -77,7 +77,10 @@ class ClusterLedger:
         self.gpu_types = {m.gpu_type for m in self.machines.values() if m.gpu_type}
         self.has_cpu = any(m.gpus == 0 for m in self.machines.values())
         self.gpus_used: dict[str, int] = dict.fromkeys(self.machines, 0)
-        self.cpu_busy: set[str] = set()
+        # CPU machine -> how many jobs hold it. An RMS's view may count two for a
+        # while: a dispatched job and its victim, until the victim's checkpoint
+        # is saved and its JobEnded arrives; the machine is free only at zero.
+        self.cpu_busy: dict[str, int] = {}
         self.jobs: dict[tuple[str, str], Held] = {}
         self.transit: set[str] = set()  # held by another cluster's job (module docstring)
         self._snapshot: ClusterSnapshot | None = None
@@ -143,7 +146,7 @@ class ClusterLedger:
             return
         old.snapshot()
         dirty = {h for h, ok in self.healthy.items() if old.healthy.get(h) != ok}
-        dirty.update(self.cpu_busy ^ old.cpu_busy)
+        dirty.update(self.cpu_busy.keys() ^ old.cpu_busy.keys())
         dirty.update(self.transit ^ old.transit)
         used, old_used = self.gpus_used, old.gpus_used
         dirty.update(h for h in used.keys() | old_used.keys() if used.get(h) != old_used.get(h))
@@ -172,7 +175,7 @@ class ClusterLedger:
             dirty.add(host)
         for host in cpu_hosts:
             held.cpu_hosts.append(host)
-            self.cpu_busy.add(host)
+            self.cpu_busy[host] = self.cpu_busy.get(host, 0) + 1
             dirty.add(host)
         self._dirty_jobs.add(key)
         self._snapshot = None
@@ -183,7 +186,11 @@ class ClusterLedger:
             for host, n in held.gpus.items():
                 self.gpus_used[host] = max(0, self.gpus_used.get(host, 0) - n)
             for host in held.cpu_hosts:
-                self.cpu_busy.discard(host)
+                holders = self.cpu_busy.get(host, 0) - 1
+                if holders > 0:
+                    self.cpu_busy[host] = holders
+                else:
+                    self.cpu_busy.pop(host, None)
             self._dirty_hosts.update(held.gpus, held.cpu_hosts)
             if key in self._running:
                 self._dirty_jobs.add(key)

@@ -220,13 +220,14 @@ class Plans:
         """Why the plan can no longer run as planned ('' if it can)."""
         ledger = self.cm.ledger
         freed: dict[str, int] = {}
-        freed_cpu: set[str] = set()
+        freed_cpu: dict[str, int] = {}
         for victim in victims:
             held = ledger.jobs.get(victim)
             if held is not None:
                 for host, n in held.gpus.items():
                     freed[host] = freed.get(host, 0) + n
-                freed_cpu.update(held.cpu_hosts)
+                for host in held.cpu_hosts:
+                    freed_cpu[host] = freed_cpu.get(host, 0) + 1
         for host, n in msg.gpus:
             machine = ledger.machines.get(host)
             if machine is None or not ledger.healthy[host]:
@@ -241,7 +242,7 @@ class Plans:
                 return f"machine {host} unknown or unhealthy"
             if host in ledger.transit:
                 return f"machine {host} still held by another cluster's job"
-            if host in ledger.cpu_busy and host not in freed_cpu:
+            if ledger.cpu_busy.get(host, 0) > freed_cpu.get(host, 0):
                 return f"CPU machine {host} is busy"
         return ""
 

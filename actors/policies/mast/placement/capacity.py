@@ -147,11 +147,34 @@ class ClusterIndex:
 
     def victims(self, req: JobRequest) -> tuple[RunningJob, ...] | None:
         """`placement.choose_victims` over the scan order kept here."""
-        gpu_type = req.gpu_type if req.gpus > 0 else None
-        short_gpus = req.gpus - self.gpu_pool(req).total
-        short_cpus = req.cpu_machines - self.cpu_pool.total
+        planned = self.plan_victims(req)
+        return None if planned is None else planned[0]
+
+    def plan_victims(
+        self, req: JobRequest
+    ) -> tuple[tuple[RunningJob, ...], RackPool, RackPool] | None:
+        """The jobs to preempt for `req` and the pools it may use once they are gone.
+
+        Running jobs are scanned from the lowest priority (strictly below the
+        request's), longest running first, until what they would free covers
+        the shortfall; then the ones found are taken largest first until it is
+        covered (MAST §4.3). What a job would free is counted exactly as
+        `pools_after` frees it: GPUs up to each machine's total, and a CPU
+        machine once and only if it is not free already. On a consistent
+        snapshot (no unit held twice) that is simply what the job holds; an
+        RMS's working view may be briefly over-committed (a dispatched job and
+        its victims both hold the victims' machines until their checkpoints
+        land), and there the counts stay what the pools will really have, so
+        the plan never asks a pool for more than it holds. None if even every
+        candidate does not suffice.
+        """
+        gpu_pool, cpu_pool = self.gpu_pool(req), self.cpu_pool
+        short_gpus = req.gpus - gpu_pool.total
+        short_cpus = req.cpu_machines - cpu_pool.total
         if short_gpus <= 0 and short_cpus <= 0:
-            return ()
+            return (), gpu_pool, cpu_pool
+        gpu_type = req.gpu_type if req.gpus > 0 else None
+        freed = _Freed(self, gpu_type)
         found: list[tuple[RunningJob, int, int]] = []
         missing_gpus, missing_cpus = short_gpus, short_cpus
         for priority, job, by_type, held_cpus in self.scan:
@@ -159,9 +182,13 @@ class ClusterIndex:
             # priority than the request) are a prefix.
             if priority <= req.priority or (missing_gpus <= 0 and missing_cpus <= 0):
                 break
-            gpus = by_type.get(gpu_type, 0) if short_gpus > 0 and gpu_type else 0
-            cpus = held_cpus if short_cpus > 0 else 0
+            holds_gpus = short_gpus > 0 and gpu_type is not None and by_type.get(gpu_type, 0)
+            holds_cpus = short_cpus > 0 and held_cpus
+            if not (holds_gpus or holds_cpus):
+                continue
+            gpus, cpus = freed.trial(job, bool(holds_gpus), bool(holds_cpus))
             if (missing_gpus > 0 and gpus) or (missing_cpus > 0 and cpus):
+                freed.commit()
                 found.append((job, gpus, cpus))
                 missing_gpus, missing_cpus = missing_gpus - gpus, missing_cpus - cpus
         if missing_gpus > 0 or missing_cpus > 0:
@@ -174,28 +201,27 @@ class ClusterIndex:
             short_gpus, short_cpus = short_gpus - gpus, short_cpus - cpus
             if short_gpus <= 0 and short_cpus <= 0:
                 break
-        return tuple(kept)
+        gpu_after, cpu_after = self.pools_after(req, kept)
+        if gpu_after.total < req.gpus or cpu_after.total < req.cpu_machines:
+            # Taken out of scan order, jobs that share machines free less than
+            # their counts: fall back to every job found, which covers it.
+            kept = [job for job, _, _ in found]
+            gpu_after, cpu_after = self.pools_after(req, kept)
+        return tuple(kept), gpu_after, cpu_after
 
     def pools_after(
         self, req: JobRequest, victims: Iterable[RunningJob]
     ) -> tuple[RackPool, RackPool]:
         """The GPU and CPU pools `req` may use once `victims` are gone."""
         gpu_pool, cpu_pool = self.gpu_pool(req), self.cpu_pool
-        gpus: dict[str, int] = {}
-        cpus: dict[str, int] = {}
+        freed = _Freed(self, req.gpu_type if req.gpus > 0 else None)
         for job in victims:
-            if req.gpus > 0:
-                for host, n in job.gpus:
-                    kind = self.gpu_kind.get(host)
-                    if kind is not None and kind[0] == req.gpu_type:
-                        gpus[host] = min(gpus.get(host, self.gpu_free[host]) + n, kind[1])
-            for host in job.cpu_hosts:
-                if host in self.cpu_hosts and host not in self.cpu_free:
-                    cpus[host] = 1
-        if gpus:
-            gpu_pool = gpu_pool.with_units(gpus, self.rack_of)
-        if cpus:
-            cpu_pool = cpu_pool.with_units(cpus, self.rack_of)
+            freed.trial(job, req.gpus > 0, True)
+            freed.commit()
+        if freed.gpus:
+            gpu_pool = gpu_pool.with_units(freed.gpus, self.rack_of)
+        if freed.cpus:
+            cpu_pool = cpu_pool.with_units(dict.fromkeys(freed.cpus, 1), self.rack_of)
         return gpu_pool, cpu_pool
 
     # ---- the next state ------------------------------------------------------------
@@ -322,6 +348,53 @@ def index_of(snapshot: ClusterSnapshot) -> ClusterIndex:
     if index is None:
         index = snapshot.__dict__[_INDEX_KEY] = ClusterIndex.build(snapshot)
     return index
+
+
+class _Freed:
+    """What preempting jobs one after another frees on an index: the one arithmetic of
+    `plan_victims` and `pools_after`.
+
+    `gpus` maps each machine of the request's GPU type to its free GPUs once
+    the committed jobs are gone (never more than its total); `cpus` are the
+    CPU machines they free (busy ones only). `trial` counts what one more job
+    would add without keeping it; `commit` keeps the last trial.
+    """
+
+    __slots__ = ("_cpus", "_gpus", "cpus", "gpu_type", "gpus", "ix")
+
+    def __init__(self, ix: ClusterIndex, gpu_type: str | None) -> None:
+        self.ix = ix
+        self.gpu_type = gpu_type
+        self.gpus: dict[str, int] = {}
+        self.cpus: set[str] = set()
+        self._gpus: dict[str, int] = {}
+        self._cpus: list[str] = []
+
+    def trial(self, job: RunningJob, gpus: bool, cpus: bool) -> tuple[int, int]:
+        ix = self.ix
+        self._gpus, self._cpus = {}, []
+        gained = 0
+        if gpus and self.gpu_type is not None:
+            for host, n in job.gpus:
+                kind = ix.gpu_kind.get(host)
+                if kind is None or kind[0] != self.gpu_type:
+                    continue
+                before = self._gpus.get(host, self.gpus.get(host, ix.gpu_free[host]))
+                after = min(before + n, kind[1])
+                self._gpus[host] = after
+                gained += after - before
+        if cpus:
+            self._cpus = [
+                h
+                for h in dict.fromkeys(job.cpu_hosts)
+                if h in ix.cpu_hosts and h not in ix.cpu_free and h not in self.cpus
+            ]
+        return gained, len(self._cpus)
+
+    def commit(self) -> None:
+        self.gpus.update(self._gpus)
+        self.cpus.update(self._cpus)
+        self._gpus, self._cpus = {}, []
 
 
 def has_index(snapshot: ClusterSnapshot) -> bool:

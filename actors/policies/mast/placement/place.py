@@ -239,12 +239,13 @@ def _evaluate(
     # is at most -W_VICTIMS, below any free plan's.
     if floor is not None and floor >= -W_VICTIMS:
         return None
-    victims = ix.victims(req)
-    if victims is None:
+    planned = ix.plan_victims(req)
+    if planned is None:
         return Unschedulable(
             reason=f"not enough even preempting every job below priority {req.priority}",
             preemption_could_help=True,
         )
+    victims, gpu_pool, cpu_pool = planned
     score = PScore(
         victims=len(victims),
         victim_priority=min((v.priority for v in victims), default=None),
@@ -254,7 +255,7 @@ def _evaluate(
     if floor is not None and score.value <= floor:
         return None
     keys = tuple(sorted(v.key for v in victims))
-    return _Option(ix, req, *ix.pools_after(req, victims), score, keys)
+    return _Option(ix, req, gpu_pool, cpu_pool, score, keys)
 
 
 _FREE = PScore()
