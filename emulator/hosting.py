@@ -17,11 +17,11 @@ What must stay true: only the kernel writes a slot's fields; an actor reads
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar, Protocol
 
 from emulator.commands import Envelope
+from emulator.mailbox import Mailbox
 from emulator.rng import RngStreams
 
 # Actor states (`ActorSlot.state`).
@@ -77,7 +77,7 @@ class ActorSlot:
         self.instance: Hosted | None = None
         self.coro: Any = None
         self.state = DOWN
-        self.mailbox: deque[Envelope] = deque()
+        self.mailbox = Mailbox()
         self.seq = 0
         self.incarnation = 0
         self.timers: set[int] = set()

@@ -380,16 +380,7 @@ class Kernel:
             mailbox.append(env)
 
     def _take(self, slot: ActorSlot, reply_to: int | frozenset[int]) -> Envelope | None:
-        mailbox = slot.mailbox
-        if not mailbox:
-            return None
-        if reply_to == 0:
-            return mailbox.popleft()
-        for i, env in enumerate(mailbox):
-            if env.reply_to == reply_to or _in_set(env.reply_to, reply_to):
-                del mailbox[i]
-                return env
-        return None
+        return slot.mailbox.take(reply_to)
 
     # ------------------------------------------------------------------
     # timers

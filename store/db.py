@@ -1,17 +1,16 @@
 """The run database: one SQLite file, one connection, explicit transactions.
 
 A `Store` models the durable side of an emulated run: MAST's shared replicated
-database plus the run's trace and metrics. There is exactly one aiosqlite
-connection per run so that SQLite sees the same statements in the same order
-on every run (docs/kernel-notes.md: a second connection lets thread completion order
-leak into the trace).
+database plus the run's trace and metrics. There is exactly one connection
+per run so that SQLite sees the same statements in the same order on every
+run (docs/kernel-notes.md: a second connection lets thread completion order
+leak into the trace); it runs in the kernel's thread (`store/connection.py`).
 
 What must stay true:
 - the connection is in autocommit mode (`isolation_level=None`); every write
   happens inside an explicit `BEGIN IMMEDIATE ... COMMIT` (`transaction()`)
   or is a single statement, which SQLite commits on its own;
-- the connection is always closed (`open_ctx`, or `close()` in a `finally`):
-  aiosqlite's worker thread is not a daemon and would hang interpreter exit;
+- the connection is always closed (`open_ctx`, or `close()` in a `finally`);
 - `leases` mirrors the `leases` table, never an uncommitted state; it may
   run ahead of the table only by deferred writes (`defer`), which the store
   writes, in order, before its next statement of any kind — so no statement
@@ -33,8 +32,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
-
+from store.connection import Connection, connect
 from store.lease_view import Lease, LeaseView
 from store.migrations import APPLICATION_ID, LEGACY_PART, MIGRATIONS, SchemaPart
 
@@ -58,7 +56,7 @@ class NestedTransactionError(StoreError):
 
 
 class Store:
-    """One run database: a single aiosqlite connection plus the lease mirror.
+    """One run database: a single connection plus the lease mirror.
 
     Open it with `await Store.open(path)` (and `await store.close()` in a
     `finally`) or `async with Store.open_ctx(path) as store:`. The SQL helpers
@@ -66,11 +64,11 @@ class Store:
     of this package; other code calls those modules, never SQL.
     """
 
-    conn: aiosqlite.Connection
+    conn: Connection
     path: str
     leases: LeaseView
 
-    def __init__(self, conn: aiosqlite.Connection, path: str) -> None:
+    def __init__(self, conn: Connection, path: str) -> None:
         # Use `open`; the constructor only assembles an already opened store.
         self.conn = conn
         self.path = path
@@ -97,7 +95,7 @@ class Store:
         if spath != MEMORY:
             Path(spath).parent.mkdir(parents=True, exist_ok=True)
         try:
-            conn = await aiosqlite.connect(spath, isolation_level=None)
+            conn = await connect(spath)
         except sqlite3.Error as e:
             raise StoreError(f"{spath}: cannot open as an SQLite database: {e}") from e
         store = cls(conn, spath)
@@ -146,7 +144,7 @@ class Store:
     # -- transactions ----------------------------------------------------------
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def transaction(self) -> AsyncIterator[Connection]:
         """`BEGIN IMMEDIATE` ... `COMMIT`, or `ROLLBACK` if the body raises.
 
         IMMEDIATE takes the write lock at BEGIN, so a read-then-write inside
@@ -231,7 +229,7 @@ class Store:
         It is written before the store's next statement of any kind (reads
         included), after the writes deferred before it; consecutive writes of
         the same statement go in one `executemany`, one round trip to
-        aiosqlite's thread instead of one each. For writes that cannot fail
+        SQLite instead of one each. For writes that cannot fail
         and whose result is known from memory (a lease renewal, see
         `leases.acquire`); a database error surfaces in the next statement.
         """
@@ -252,7 +250,7 @@ class Store:
         """Run one write statement as its own transaction; return rows changed.
 
         A single statement is atomic in autocommit mode, so this costs one
-        round trip to aiosqlite's thread instead of three.
+        statement instead of three.
         """
         if self._in_transaction:
             raise NestedTransactionError(

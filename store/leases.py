@@ -26,8 +26,7 @@ from store.events import store_event
 from store.lease_view import Lease, LeaseEffect, LeaseGrant
 
 if TYPE_CHECKING:
-    import aiosqlite
-
+    from store.connection import Connection
     from store.db import Store
 
 
@@ -45,8 +44,8 @@ async def acquire(
     if ttl_us <= 0:
         raise ValueError(f"lease ttl_us must be positive, got {ttl_us}")
     expires_at_us = now_us + ttl_us
-    # Fast paths, no round trip of their own: each aiosqlite call is a thread
-    # hand-off, and renewals and refusals are nearly all of a run's lease calls.
+    # Fast paths, no statement of their own: renewals and refusals are nearly all
+    # of a run's lease calls.
     # The view mirrors every write of the run's only connection, so it is exact.
     known = store.leases.get(role)
     if known is not None and now_us < known.expires_at_us:
@@ -85,7 +84,7 @@ async def acquire(
 
 
 async def _grant_next_epoch(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     role: str,
     candidate: str,
     old_epoch: int | None,
@@ -124,7 +123,7 @@ async def _grant_next_epoch(
 
 
 async def _renew(
-    conn: aiosqlite.Connection,
+    conn: Connection,
     role: str,
     holder: str,
     epoch: int,

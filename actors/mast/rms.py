@@ -19,8 +19,10 @@ A job that ends before its whole gang has started (preempted, failed, or a
 machine lost) fails the dispatch like a refused plan. A workload ends when
 all its jobs have: if one is preempted or fails, the others are stopped
 first, so the GMS re-queues it only when nothing of it runs.
-Cluster views are reloaded from the store at every scan start, and one
-cluster's alone when its CM reports that RAS changed its machines.
+Cluster views are loaded when an epoch starts and brought up to date with
+the store at every scan start (`ClusterLedger.sync`: only what changed is
+re-read), and one cluster's is reloaded when its CM reports that RAS changed
+its machines.
 """
 
 from __future__ import annotations
@@ -198,16 +200,26 @@ class RegionalScheduler(LeaseHolder):
                 )
 
     async def _refresh(self) -> None:
-        """Reload the region's clusters and catalog from the store."""
+        """Bring the region's clusters and catalog up to date with the store.
+
+        A view this incarnation already holds is synced (only what changed is
+        re-read, and its reservations and holds stay); others are loaded, and
+        a loaded view gets the open holds back.
+        """
         p = self.params
-        # The new views start from the old ones (what did not change is not rebuilt).
         old = self.views
         self.views: dict[str, ClusterLedger] = {}
         for cluster in p.clusters:
-            self.views[cluster] = await ClusterLedger.fetch(self, cluster, old.get(cluster))
+            view = old.get(cluster)
+            synced = await view.sync(self) if view is not None else None
+            if synced is None or synced is not view:
+                synced = synced or await ClusterLedger.fetch(self, cluster)
+                self.views[cluster] = synced
+                self._hold_again(cluster)
+            else:
+                self.views[cluster] = synced
         self.ready = await self.store(catalog.ready_tables, p.region)
         self._hardware()
-        self._hold_again()
 
     def _hardware(self) -> None:
         self.gpu_types = {t for v in self.views.values() for t in v.gpu_types}

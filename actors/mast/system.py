@@ -35,7 +35,7 @@ from actors.policies.mast import registry as mast_registry
 from actors.policies.mast.api import MastPolicy
 from actors.policies.mast.credit import CreditParams
 from actors.policies.mast.migration import MigrationSettings
-from actors.policies.mast.static_placement import colocate
+from actors.policies.mast.static_placement import colocate, spread
 from actors.policies.mast.tetris.settings import TetrisSettings
 from emulator.actor import Actor
 from emulator.errors import InputError
@@ -44,7 +44,7 @@ from emulator.registry import SystemBuild, actor_entry
 from emulator.rng import RngStreams
 from emulator.units import Duration
 from store.mast import catalog, fleet, queue
-from store.mast.records import DataTable, Tenant, WorkloadSpec
+from store.mast.records import GPUS_PER_MACHINE, DataTable, Tenant, WorkloadSpec
 
 
 class ManualHomes(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -124,7 +124,10 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     # its hardware (static placement, before Tetris); "home-only": every table
     # only in its home region, so multi-table workloads may wait for data.
     # "replicated": every table in every region (what a perfect Tetris approaches).
-    data_placement: Literal["colocated", "home-only", "replicated"] = "colocated"
+    # "spread": each workload's data ready in one to five regions with its hardware
+    # (MAST Fig. 7: most workloads have two or more candidate regions, ~40% four
+    # or more), chosen by supply of that hardware: what Tetris's placement gives.
+    data_placement: Literal["colocated", "home-only", "replicated", "spread"] = "colocated"
     manual_homes: ManualHomes | None = None
     # The slow path's data-migration service (and on-demand replication).
     migration: MigrationSettings = MigrationSettings()
@@ -263,6 +266,18 @@ class MastSystem:
                 for r in world.regions
             }
             tables = colocate(workloads, tables, hardware)
+        elif params.data_placement == "spread":
+            supply = {
+                r.name: {
+                    **{t: GPUS_PER_MACHINE * n for t, n in r.gpu_machines.items()},
+                    "cpu": r.cpu_machines,
+                }
+                for r in world.regions
+            }
+            draws = rng.stream("data-placement")
+            tables = spread(
+                workloads, tables, supply, [(draws.random(), draws.random()) for _ in workloads]
+            )
         return world, tenants, workloads, tables
 
     def build(

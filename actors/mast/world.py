@@ -294,28 +294,48 @@ def _small() -> WorldModel:
     )
 
 
+# MAST §5.4: the largest region's RMS manages ~64,000 CPU machines and ~20,000
+# GPUs, 3.2 CPU machines per GPU; §5.1/§2's workloads (machines per workload
+# 72/180/205 at 16/64/128 GPUs, durations 20 min/6.7 h/66 h GPU, 38 min/7.9 h/
+# 38 h CPU) ask 3.18 CPU machine-hours per GPU-hour at steady state, 2.4 of
+# them for GPU workloads' own preprocessing, which must run in their region.
+# So every region gets 3.0 CPU machines per GPU for that, plus CPU machines of
+# its own for CPU workloads (twice the bases below): ~190k CPU machines for
+# ~50k GPUs, which leaves CPU machines ~86% allocated when GPUs are ~97%
+# (§5.2: 87% for dedicated CPU machines, "slight overprovisioning to
+# guarantee that costly GPU machines are never left idle").
+PREPROCESS_CPU_MACHINES_PER_GPU = 3.0
+
+
 def _meta_day() -> WorldModel:
-    """Ten regions, 49,920 GPUs (6,240 GPU machines) and 20,000 CPU machines.
+    """Ten regions, 49,920 GPUs (6,240 GPU machines) and ~190,000 CPU machines.
 
     H100 (22,528 GPUs), A100 (20,992) and V100 (6,400), spread unevenly as in
     MAST Fig. 2: H100-rich us-east/us-west, A100-rich us-central/eu-central,
     H100-only eu-west, mixed us-south, and three GPU-poor, storage-heavy
     regions (eu-north is §2's "Region6": almost all CPU and storage, a little
-    A100/V100; ap-south and sa-east hold V100 only). Two datacenters of four
-    fault domains per region, racks of 16 machines, four ML clusters per
-    region (two fault domains each). Every rack position is populated: 26,240
-    machine hosts. (Exactly 50,000 GPUs would leave a partly empty rack grid.)
+    A100/V100; ap-south and sa-east hold V100 only). CPU machines per region:
+    see `PREPROCESS_CPU_MACHINES_PER_GPU`. Two datacenters of four fault
+    domains per region, racks of 16 machines, four ML clusters per region (two
+    fault domains each). Every rack position is populated: each region's CPU
+    machines are rounded up to fill its rack grid of whole fault domains.
+    (Exactly 50,000 GPUs would leave a partly empty rack grid.)
     """
+    per_rack, domains = 16, 2 * 4
 
     def region(name: str, h100: int, a100: int, v100: int, cpu: int, pb: float) -> RegionHardware:
         gpu = {t: n for t, n in (("H100", h100), ("A100", a100), ("V100", v100)) if n}
+        gpus = GPUS_PER_MACHINE * (h100 + a100 + v100)
+        gpu_racks = sum(math.ceil(n / per_rack) for n in gpu.values())
+        cpu_racks = math.ceil((2 * cpu + PREPROCESS_CPU_MACHINES_PER_GPU * gpus) / per_rack)
+        cpu_racks += -(gpu_racks + cpu_racks) % domains  # whole fault domains
         return RegionHardware(
             name=name,
             gpu_machines=gpu,
-            cpu_machines=cpu,
+            cpu_machines=cpu_racks * per_rack,
             datacenters=2,
             fault_domains=4,
-            machines_per_rack=16,
+            machines_per_rack=per_rack,
             storage_pb=pb,
         )
 

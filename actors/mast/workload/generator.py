@@ -15,9 +15,21 @@ tenants and their levels in `actors.mast.workload.tenants`):
   two draws are tied by a Gaussian copula, `size_correlation`), plus
   sometimes an 8-GPU evaluator. A CPU workload is a CPU trainer plus a
   preprocess job. Each request is capped at `region_share_max` of the region
-  best supplied with it, since a workload runs in one region.
+  best supplied with it, since a workload runs in one region, and a GPU count
+  at what one dynamic cluster of that region holds, since a job runs in one.
 - Durations: GPU 20 min/6.7 h/66 h, CPU 38 min/7.9 h/38 h; all jobs of a
   workload share one `work_us`.
+- A warm start (`warm_start_s`, `warm_start_fill`): MAST never starts empty,
+  and with these durations a fleet that does takes days to fill (the 1% of
+  GPU workloads that run past 66 h keep adding up). So the run starts with
+  the fleet at midnight: workloads drawn from the steady state — each one a
+  fresh template with an age uniform in the `warm_start_s` before t=0, kept
+  if it would still be running then (had it started on arrival), with the
+  work it has left — until they hold `warm_start_fill` of the world's GPUs.
+  A fill rather than a Poisson count of them: with sizes up to a cluster and
+  runs up to two weeks, the count's GPUs vary by ±15% between seeds, which
+  would make a preset's allocation a matter of luck. They are submitted at
+  t=0, come first in the workload ids and are first-time workloads otherwise.
 - Tables: each distinct workload (template) reads 1–4 tables. Every table gets
   a target number of readers from the 3/17/45 distribution (the first
   `hot_tables` from its top 0.1 %), capped at `table_share_max` of the
@@ -57,6 +69,8 @@ DAY_S = 86_400.0
 # The paper's 10,000s of workloads a day run on O(100,000) GPUs; our default
 # 10,000 a day suits the ~50,000 GPUs of the `meta-day` preset.
 REFERENCE_GPUS = 50_000
+# A warm start stops drawing after this many workloads in a row that did not fit.
+WARM_REFUSALS_MAX = 1_000
 
 TableShares = Annotated[tuple[Share, ...], Meta(min_length=1, max_length=64)]
 
@@ -100,6 +114,12 @@ class GeneratorParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     preprocess_per_gpu_machine_max: Annotated[float, Meta(ge=0.0, le=1_000.0)] | None = None
     # Busy (factor > 1) or quiet (factor < 1) periods of the arrival rate.
     busy: Annotated[tuple[BusyWindow, ...], Meta(max_length=64)] = ()
+    # A fleet already at work when the run starts (see the module docstring):
+    # workloads of the steady state, which arrived up to `warm_start_s` before
+    # t=0 and still have work left, submitted at t=0 until they hold
+    # `warm_start_fill` of the world's GPUs. 0 (either): start empty.
+    warm_start_s: Annotated[float, Meta(ge=0.0, le=60 * DAY_S)] = 0.0
+    warm_start_fill: Probability = 0.0
 
     def __post_init__(self) -> None:
         check_shares("priority_shares", self.priority_shares)
@@ -140,7 +160,10 @@ def _caps(params: GeneratorParams, world: WorldModel) -> _Caps:
     cpu_with_gpu: dict[str, int] = {}
     for gpu_type in supply:
         best = max(world.regions, key=lambda r: r.gpu_machines.get(gpu_type, 0))
-        limit = share * GPUS_PER_MACHINE * best.gpu_machines[gpu_type]
+        in_region = GPUS_PER_MACHINE * best.gpu_machines[gpu_type]
+        # A job runs in one dynamic cluster: never more than the largest holds
+        # (the static split gives each of a region's clusters an equal part).
+        limit = min(share * in_region, in_region / world.clusters_per_region)
         if params.gpus_per_workload_max is not None:
             limit = min(limit, params.gpus_per_workload_max)
         gpus[gpu_type] = dist.floor_gpus(limit)
@@ -281,6 +304,58 @@ def _deal_tables(
     ]
 
 
+def _warm_start(
+    params: GeneratorParams,
+    rng: random.Random,
+    picker: TenantPicker,
+    caps: _Caps,
+    checkpoint_us: int,
+    templates: list[_Template],
+    world: WorldModel,
+) -> list[tuple[int, int]]:
+    """The fleet at t=0 (module docstring): their templates appended, (0, index) each.
+
+    Each GPU type is filled to `warm_start_fill` of its own supply: a workload
+    that would take its type past that is passed over, and drawing stops once
+    every type is within one workload's reach of its target (or after
+    `WARM_REFUSALS_MAX` refusals in a row).
+    """
+    room = {t: params.warm_start_fill * n for t, n in world.gpus_by_type().items()}
+    window_us = round(params.warm_start_s * US_PER_S)
+    input_counts = range(1, len(params.tables_per_workload_shares) + 1)
+    out: list[tuple[int, int]] = []
+    refused = 0
+    for _ in range(params.workloads_max):
+        if refused >= WARM_REFUSALS_MAX or all(r < GPUS_PER_MACHINE for r in room.values()):
+            break
+        age_us = round(rng.random() * window_us)
+        tenant = picker.pick(rng)
+        if caps.gpu_types and (not caps.cpu or rng.random() < params.gpu_share):
+            jobs, reader = _gpu_template(params, rng, caps, checkpoint_us)
+        else:
+            jobs, reader = _cpu_template(params, rng, caps, checkpoint_us)
+        inputs = rng.choices(input_counts, weights=params.tables_per_workload_shares)[0]
+        left_us = jobs[0].work_us - age_us
+        if left_us <= 0:
+            continue  # it would have finished before the run started
+        asks: dict[str, int] = {}
+        for job in jobs:
+            if job.gpus and job.gpu_type:
+                asks[job.gpu_type] = asks.get(job.gpu_type, 0) + job.gpus
+        if any(n > room.get(t, 0.0) for t, n in asks.items()):
+            refused += 1
+            continue
+        refused = 0
+        for t, n in asks.items():
+            room[t] -= n
+        jobs = [msgspec.structs.replace(job, work_us=left_us) for job in jobs]
+        out.append((0, len(templates)))
+        templates.append(
+            _Template(tenant=tenant, recurring=False, jobs=jobs, reader=reader, inputs=inputs)
+        )
+    return out
+
+
 def generate(
     params: GeneratorParams,
     rng: random.Random,
@@ -341,12 +416,15 @@ def generate(
                 inputs=inputs,
             )
         )
+    warm: list[tuple[int, int]] = []
+    if params.warm_start_s > 0 and params.warm_start_fill > 0:
+        warm = _warm_start(params, rng, picker, caps, checkpoint_us, templates, world)
     tables = _deal_tables(params, rng, templates, world)
     for t in templates:
         reader = t.jobs[t.reader]
         t.jobs[t.reader] = msgspec.structs.replace(reader, input_tables=tuple(t.tables))
 
-    order = sorted((at, j) for j, times in enumerate(submits) for at in times)
+    order = warm + sorted((at, j) for j, times in enumerate(submits) for at in times)
     width = max(6, len(str(len(order) - 1)))
     workloads = [
         WorkloadSpec(
