@@ -57,8 +57,8 @@ class JobRow(msgspec.Struct, frozen=True, kw_only=True):
     cm_epoch: int | None
 
 
-_MACHINE_COLS = "host, region, rack, fault_domain, gpu_type, gpus, cpu_cores, memory_gb, cluster"
-_JOB_COLS = (
+MACHINE_COLS = "host, region, rack, fault_domain, gpu_type, gpus, cpu_cores, memory_gb, cluster"
+JOB_COLS = (
     "workload_id, job, cluster, attempt, state, priority, checkpoint_us, started_us, cm_epoch"
 )
 
@@ -74,7 +74,7 @@ async def put_clusters(store: Store, clusters: Iterable[DynamicCluster]) -> None
 async def put_machines(store: Store, machines: Iterable[Machine]) -> None:
     async with store.transaction() as conn:
         await conn.executemany(
-            f"INSERT OR REPLACE INTO machines ({_MACHINE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT OR REPLACE INTO machines ({MACHINE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (
                     m.host,
@@ -105,122 +105,16 @@ async def clusters(store: Store, region: str | None = None) -> list[DynamicClust
 async def machines(store: Store, cluster: str) -> list[tuple[Machine, bool]]:
     """The cluster's machines with their health, by host name."""
     rows = await store.fetchall(
-        f"SELECT {_MACHINE_COLS}, healthy FROM machines WHERE cluster = ? ORDER BY host",
+        f"SELECT {MACHINE_COLS}, healthy FROM machines WHERE cluster = ? ORDER BY host",
         (cluster,),
     )
-    return [(_machine(row[:-1]), bool(row[-1])) for row in rows]
+    return [(machine_of(row[:-1]), bool(row[-1])) for row in rows]
 
 
 @functools.lru_cache(maxsize=1 << 17)
-def _machine(row: tuple[Any, ...]) -> Machine:
+def machine_of(row: tuple[Any, ...]) -> Machine:
     """The record of a `machines` row (cached: schedulers read every machine at every scan)."""
     return Machine(**dict(zip(Machine.__struct_fields__, row, strict=True)))
-
-
-# ---- a cluster's changes, for working copies (`ClusterLedger.sync`) -----------------------
-class ClusterChanges(msgspec.Struct, frozen=True):
-    """What changed in a cluster after change `after`: hosts and jobs, up to change `seq`."""
-
-    seq: int
-    hosts: tuple[str, ...]
-    jobs: tuple[tuple[str, str], ...]
-
-
-class ClusterRows(msgspec.Struct, frozen=True):
-    """The rows a working copy re-reads for some hosts and jobs (`rows_for`).
-
-    `machines` are the hosts' machine rows (whatever cluster they are in now);
-    `allocations` every allocation on those hosts, on the jobs' hosts and on
-    the hosts of the jobs found there; `jobs` the rows of all those jobs.
-    """
-
-    machines: tuple[tuple[Machine, bool], ...]
-    allocations: tuple[Allocation, ...]
-    jobs: tuple[JobRow, ...]
-    # The hosts every allocation of which is in `allocations`.
-    complete_hosts: tuple[str, ...]
-
-
-# SQLite allows a few thousand bound values per statement; lists go in chunks.
-_CHUNK = 500
-
-
-def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
-    for i in range(0, len(items), _CHUNK):
-        yield items[i : i + _CHUNK]
-
-
-async def change_seq(store: Store) -> int:
-    """The id of the latest change of any cluster (0 before the first)."""
-    row = await store.fetchone("SELECT coalesce(max(id), 0) FROM fleet_changes")
-    return int(row[0]) if row else 0
-
-
-async def changes(store: Store, cluster: str, after: int) -> ClusterChanges:
-    """The hosts and jobs of `cluster` changed after change `after` (schema: `fleet_changes`)."""
-    rows = await store.fetchall(
-        "SELECT id, host, workload_id, job FROM fleet_changes WHERE cluster = ? AND id > ? "
-        "ORDER BY id",
-        (cluster, after),
-    )
-    hosts = sorted({h for _, h, _, _ in rows if h})
-    jobs = sorted({(w, j) for _, h, w, j in rows if not h})
-    return ClusterChanges(rows[-1][0] if rows else after, tuple(hosts), tuple(jobs))
-
-
-async def rows_for(
-    store: Store, hosts: Sequence[str], jobs: Sequence[tuple[str, str]]
-) -> ClusterRows:
-    """The machine, allocation and job rows a working copy needs for `hosts` and `jobs`."""
-    machines: list[tuple[Machine, bool]] = []
-    for part in _chunks(hosts):
-        marks = ", ".join("?" for _ in part)
-        for row in await store.fetchall(
-            f"SELECT {_MACHINE_COLS}, healthy FROM machines WHERE host IN ({marks}) ORDER BY host",
-            tuple(part),
-        ):
-            machines.append((_machine(row[:-1]), bool(row[-1])))
-    # Hosts whose holders matter: the changed ones and every host of the jobs.
-    touched = set(hosts)
-    for part in _chunks(jobs):
-        marks = ", ".join("(?, ?)" for _ in part)
-        flat = tuple(x for key in part for x in key)
-        for (host,) in await store.fetchall(
-            f"SELECT DISTINCT host FROM allocations WHERE (workload_id, job) IN ({marks})", flat
-        ):
-            touched.add(host)
-    allocations: list[Allocation] = []
-    for part in _chunks(sorted(touched)):
-        marks = ", ".join("?" for _ in part)
-        allocations.extend(
-            _allocation(row)
-            for row in await store.fetchall(
-                "SELECT host, workload_id, job, gpus, cpu, since_us FROM allocations "
-                f"WHERE host IN ({marks})",
-                tuple(part),
-            )
-        )
-    # The jobs found on those hosts may hold others too: all their allocations count.
-    keys = sorted(set(jobs) | {(a.workload_id, a.job) for a in allocations})
-    seen = {(a.host, a.workload_id, a.job) for a in allocations}
-    rows: list[JobRow] = []
-    for part in _chunks(keys):
-        marks = ", ".join("(?, ?)" for _ in part)
-        flat = tuple(x for key in part for x in key)
-        for row in await store.fetchall(
-            "SELECT host, workload_id, job, gpus, cpu, since_us FROM allocations "
-            f"WHERE (workload_id, job) IN ({marks})",
-            flat,
-        ):
-            if (row[0], row[1], row[2]) not in seen:
-                allocations.append(_allocation(row))
-        for row in await store.fetchall(
-            f"SELECT {_JOB_COLS} FROM jobs WHERE (workload_id, job) IN ({marks})", flat
-        ):
-            rows.append(JobRow(**dict(zip(JobRow.__struct_fields__, row, strict=True))))
-    allocations.sort(key=lambda a: (a.host, a.workload_id, a.job))
-    rows.sort(key=lambda r: (r.workload_id, r.job))
-    return ClusterRows(tuple(machines), tuple(allocations), tuple(rows), tuple(sorted(touched)))
 
 
 async def region_hardware(store: Store) -> dict[str, dict[str, int]]:
@@ -238,9 +132,9 @@ async def region_hardware(store: Store) -> dict[str, dict[str, int]]:
 async def region_machines(store: Store, region: str) -> list[tuple[Machine, bool]]:
     """Every machine of a region, in a cluster or not, with its health, by host name."""
     rows = await store.fetchall(
-        f"SELECT {_MACHINE_COLS}, healthy FROM machines WHERE region = ? ORDER BY host", (region,)
+        f"SELECT {MACHINE_COLS}, healthy FROM machines WHERE region = ? ORDER BY host", (region,)
     )
-    return [(_machine(row[:-1]), bool(row[-1])) for row in rows]
+    return [(machine_of(row[:-1]), bool(row[-1])) for row in rows]
 
 
 class _Moved(Exception):
@@ -311,18 +205,18 @@ async def allocations(store: Store, cluster: str) -> list[Allocation]:
         "ORDER BY a.host, a.workload_id, a.job",
         (cluster,),
     )
-    return [_allocation(row) for row in rows]
+    return [allocation_of(row) for row in rows]
 
 
 @functools.lru_cache(maxsize=1 << 17)
-def _allocation(row: tuple[Any, ...]) -> Allocation:
-    """The record of an `allocations` row (cached like `_machine`)."""
+def allocation_of(row: tuple[Any, ...]) -> Allocation:
+    """The record of an `allocations` row (cached like `machine_of`)."""
     host, workload_id, job, gpus, cpu, since_us = row
     return Allocation(host, workload_id, job, gpus, bool(cpu), since_us)
 
 
 async def jobs(store: Store, cluster: str, states: Sequence[str] | None = None) -> list[JobRow]:
-    sql = f"SELECT {_JOB_COLS} FROM jobs WHERE cluster = ?"
+    sql = f"SELECT {JOB_COLS} FROM jobs WHERE cluster = ?"
     params: tuple[str, ...] = (cluster,)
     if states:
         sql += f" AND state IN ({', '.join('?' for _ in states)})"
@@ -333,7 +227,7 @@ async def jobs(store: Store, cluster: str, states: Sequence[str] | None = None) 
 
 async def job(store: Store, workload_id: str, job_name: str) -> JobRow | None:
     row = await store.fetchone(
-        f"SELECT {_JOB_COLS} FROM jobs WHERE workload_id = ? AND job = ?", (workload_id, job_name)
+        f"SELECT {JOB_COLS} FROM jobs WHERE workload_id = ? AND job = ?", (workload_id, job_name)
     )
     return JobRow(**dict(zip(JobRow.__struct_fields__, row, strict=True))) if row else None
 
@@ -361,7 +255,7 @@ async def dispatches(
     """
     marks = ", ".join("?" for _ in states)
     sql = (
-        f"SELECT {', '.join('j.' + c.strip() for c in _JOB_COLS.split(','))}, "
+        f"SELECT {', '.join('j.' + c.strip() for c in JOB_COLS.split(','))}, "
         "CASE WHEN w.state IN ('DISPATCHING', 'RUNNING') AND w.region = ? "
         "AND coalesce(j.started_us, 0) >= w.queued_us THEN w.auction_id END "
         "FROM jobs j LEFT JOIN workloads w ON w.id = j.workload_id "

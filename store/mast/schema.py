@@ -177,70 +177,70 @@ CREATE TABLE tetris_passes (
 
 
 # Each cluster's changes in order, for schedulers that keep a working copy of
-# it (`ClusterLedger.sync`): a host whose machine row or allocations changed
-# (`job` empty), or a job whose row changed (`host` empty). One row per
-# (cluster, host, workload, job): a change deletes the row and inserts it
-# again with a new, larger id, so the ids after a reader's last one are
-# exactly what changed since it read. Indexed for those deletes.
+# it (`ClusterLedger.sync`): a job whose row or allocations changed (`host`
+# empty), or a machine whose row changed (`workload_id` and `job` empty). One
+# row per (cluster, host, workload, job) holding the sequence number of its
+# latest change (`fleet_seq`), so the rows of a cluster with a larger one
+# than a reader's last are exactly what changed since it read. Allocations are
+# logged per job, not per machine: a job's start writes one row per machine it
+# takes (a hundred CPU machines is common) but logs one change.
 _M4 = """
+CREATE TABLE fleet_seq (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
+INSERT INTO fleet_seq VALUES (1, 0);
+
 CREATE TABLE fleet_changes (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
-    cluster     TEXT NOT NULL,
-    host        TEXT NOT NULL,
-    workload_id TEXT NOT NULL,
-    job         TEXT NOT NULL,
-    UNIQUE (cluster, host, workload_id, job)
-);
-CREATE INDEX fleet_changes_cluster ON fleet_changes (cluster, id);
-CREATE INDEX fleet_changes_host ON fleet_changes (host, workload_id, job);
+    cluster     TEXT    NOT NULL,
+    host        TEXT    NOT NULL,
+    workload_id TEXT    NOT NULL,
+    job         TEXT    NOT NULL,
+    seq         INTEGER NOT NULL,
+    PRIMARY KEY (cluster, host, workload_id, job)
+) WITHOUT ROWID;
+CREATE INDEX fleet_changes_seq ON fleet_changes (cluster, seq);
 
 CREATE TRIGGER fleet_alloc_insert AFTER INSERT ON allocations BEGIN
-    DELETE FROM fleet_changes WHERE host = NEW.host AND workload_id = ''
-        AND cluster = (SELECT cluster FROM machines WHERE host = NEW.host);
-    INSERT INTO fleet_changes (cluster, host, workload_id, job)
-        SELECT cluster, host, '', '' FROM machines
-        WHERE host = NEW.host AND cluster IS NOT NULL;
+    UPDATE fleet_seq SET n = n + 1;
+    INSERT INTO fleet_changes (cluster, host, workload_id, job, seq)
+        SELECT cluster, '', NEW.workload_id, NEW.job, (SELECT n FROM fleet_seq)
+        FROM machines WHERE host = NEW.host AND cluster IS NOT NULL
+        ON CONFLICT DO UPDATE SET seq = excluded.seq;
 END;
 CREATE TRIGGER fleet_alloc_delete AFTER DELETE ON allocations BEGIN
-    DELETE FROM fleet_changes WHERE host = OLD.host AND workload_id = ''
-        AND cluster = (SELECT cluster FROM machines WHERE host = OLD.host);
-    INSERT INTO fleet_changes (cluster, host, workload_id, job)
-        SELECT cluster, host, '', '' FROM machines
-        WHERE host = OLD.host AND cluster IS NOT NULL;
+    UPDATE fleet_seq SET n = n + 1;
+    INSERT INTO fleet_changes (cluster, host, workload_id, job, seq)
+        SELECT cluster, '', OLD.workload_id, OLD.job, (SELECT n FROM fleet_seq)
+        FROM machines WHERE host = OLD.host AND cluster IS NOT NULL
+        ON CONFLICT DO UPDATE SET seq = excluded.seq;
 END;
 CREATE TRIGGER fleet_alloc_update AFTER UPDATE ON allocations BEGIN
-    DELETE FROM fleet_changes WHERE workload_id = '' AND (host, cluster) IN
-        (SELECT host, cluster FROM machines WHERE host IN (OLD.host, NEW.host));
-    INSERT INTO fleet_changes (cluster, host, workload_id, job)
-        SELECT cluster, host, '', '' FROM machines
-        WHERE host IN (OLD.host, NEW.host) AND cluster IS NOT NULL;
+    UPDATE fleet_seq SET n = n + 1;
+    INSERT INTO fleet_changes (cluster, host, workload_id, job, seq)
+        SELECT m.cluster, '', a.workload_id, a.job, (SELECT n FROM fleet_seq)
+        FROM (SELECT OLD.host AS host, OLD.workload_id AS workload_id, OLD.job AS job
+              UNION SELECT NEW.host, NEW.workload_id, NEW.job) AS a
+        JOIN machines m ON m.host = a.host WHERE m.cluster IS NOT NULL
+        ON CONFLICT DO UPDATE SET seq = excluded.seq;
 END;
 CREATE TRIGGER fleet_machine_update AFTER UPDATE OF cluster, healthy ON machines BEGIN
-    DELETE FROM fleet_changes WHERE host = OLD.host AND workload_id = ''
-        AND cluster IN (OLD.cluster, NEW.cluster);
-    INSERT INTO fleet_changes (cluster, host, workload_id, job)
-        SELECT OLD.cluster, OLD.host, '', '' WHERE OLD.cluster IS NOT NULL;
-    INSERT INTO fleet_changes (cluster, host, workload_id, job)
-        SELECT NEW.cluster, NEW.host, '', ''
-        WHERE NEW.cluster IS NOT NULL AND NEW.cluster IS NOT OLD.cluster;
+    UPDATE fleet_seq SET n = n + 1;
+    INSERT INTO fleet_changes (cluster, host, workload_id, job, seq)
+        SELECT c, NEW.host, '', '', (SELECT n FROM fleet_seq)
+        FROM (SELECT OLD.cluster AS c UNION SELECT NEW.cluster) WHERE c IS NOT NULL
+        ON CONFLICT DO UPDATE SET seq = excluded.seq;
 END;
 CREATE TRIGGER fleet_job_insert AFTER INSERT ON jobs WHEN NEW.cluster IS NOT NULL BEGIN
-    DELETE FROM fleet_changes
-        WHERE host = '' AND workload_id = NEW.workload_id AND job = NEW.job
-        AND cluster = NEW.cluster;
-    INSERT INTO fleet_changes (cluster, host, workload_id, job)
-        VALUES (NEW.cluster, '', NEW.workload_id, NEW.job);
+    UPDATE fleet_seq SET n = n + 1;
+    INSERT INTO fleet_changes (cluster, host, workload_id, job, seq)
+        VALUES (NEW.cluster, '', NEW.workload_id, NEW.job, (SELECT n FROM fleet_seq))
+        ON CONFLICT DO UPDATE SET seq = excluded.seq;
 END;
 CREATE TRIGGER fleet_job_update AFTER UPDATE OF cluster, state, priority, started_us ON jobs
 BEGIN
-    DELETE FROM fleet_changes
-        WHERE host = '' AND workload_id = OLD.workload_id AND job = OLD.job
-        AND cluster IN (OLD.cluster, NEW.cluster);
-    INSERT INTO fleet_changes (cluster, host, workload_id, job)
-        SELECT OLD.cluster, '', OLD.workload_id, OLD.job WHERE OLD.cluster IS NOT NULL;
-    INSERT INTO fleet_changes (cluster, host, workload_id, job)
-        SELECT NEW.cluster, '', NEW.workload_id, NEW.job
-        WHERE NEW.cluster IS NOT NULL AND NEW.cluster IS NOT OLD.cluster;
+    UPDATE fleet_seq SET n = n + 1;
+    INSERT INTO fleet_changes (cluster, host, workload_id, job, seq)
+        SELECT c, '', NEW.workload_id, NEW.job, (SELECT n FROM fleet_seq)
+        FROM (SELECT OLD.cluster AS c UNION SELECT NEW.cluster) WHERE c IS NOT NULL
+        ON CONFLICT DO UPDATE SET seq = excluded.seq;
 END;
 """
 

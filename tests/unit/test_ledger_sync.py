@@ -60,6 +60,7 @@ OPS = st.lists(
             st.just("alloc"), st.sampled_from(HOSTS), st.sampled_from(JOBS), st.integers(1, 8)
         ),
         st.tuples(st.just("free"), st.sampled_from(HOSTS), st.sampled_from(JOBS), st.just(0)),
+        st.tuples(st.just("free-job"), st.just(""), st.sampled_from(JOBS), st.just(0)),
         st.tuples(st.just("state"), st.sampled_from(STATES), st.sampled_from(JOBS), st.just(0)),
         st.tuples(st.just("priority"), st.integers(0, 7), st.sampled_from(JOBS), st.just(0)),
         st.tuples(
@@ -88,6 +89,8 @@ async def apply(store: Store, op: tuple[Any, ...]) -> None:
         await store.write(
             "DELETE FROM allocations WHERE host = ? AND workload_id = ? AND job = ?", (a, *b)
         )
+    elif kind == "free-job":
+        await store.write("DELETE FROM allocations WHERE workload_id = ? AND job = ?", b)
     elif kind == "state":
         await store.write("UPDATE jobs SET state = ? WHERE workload_id = ? AND job = ?", (a, *b))
     elif kind == "priority":
@@ -140,7 +143,7 @@ async def history(ops: list[tuple[Any, ...]]) -> None:
                 assert contents(ledgers[c]) == contents(fresh), (c, op)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(OPS)
 def test_a_synced_ledger_holds_what_a_fresh_load_holds(ops: list[tuple[Any, ...]]) -> None:
     asyncio.run(history(ops))

@@ -36,13 +36,14 @@ cluster's jobs, so it is never a preemption victim here.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from actors.policies.mast.placement.capacity import attach_index, has_index, index_of
 from actors.policies.mast.placement.snapshot import ClusterSnapshot, MachineState, RunningJob
-from store.mast import fleet
+from store.mast import changes, fleet
 from store.mast.fleet import Allocation, JobRow
 from store.mast.records import Machine
 
@@ -98,6 +99,8 @@ class ClusterLedger:
         self._snapshot: ClusterSnapshot | None = None
         # The snapshot's parts, and what changed since they were made.
         self._hosts = sorted(self.machines)
+        self._position = {host: i for i, host in enumerate(self._hosts)}
+        self._run_keys: list[tuple[str, str]] = []  # the keys of `_last.running`, in order
         self._states: dict[str, MachineState] = {}
         self._running: dict[tuple[str, str], RunningJob] = {}
         self._dirty_hosts: set[str] = set(self.machines)
@@ -107,6 +110,8 @@ class ClusterLedger:
         # jobs whose entries came from the store rather than from its owner.
         self.synced = 0
         self._from_store: set[tuple[str, str]] = set()
+        # The store's allocations here of jobs not live in this cluster (transit).
+        self._foreign: dict[tuple[str, str], set[str]] = {}
 
     @classmethod
     def load(
@@ -125,6 +130,7 @@ class ClusterLedger:
             row = rows.get(key)
             if row is None:  # a live job of this cluster holds every allocation but these
                 view.transit.update(a.host for a in allocs)
+                view._foreign[key] = {a.host for a in allocs}
                 continue
             view._allocate_row(row, allocs)
         return view
@@ -152,7 +158,7 @@ class ClusterLedger:
         With `previous` (the view this one replaces), the snapshot parts that
         did not change are taken over from it instead of being rebuilt.
         """
-        seq = await actor.store(fleet.change_seq)  # first: later changes are read again
+        seq = await actor.store(changes.change_seq)  # first: later changes are read again
         view = cls.load(
             cluster,
             await actor.store(fleet.machines, cluster),
@@ -170,19 +176,26 @@ class ClusterLedger:
         Returns itself, or a ledger loaded afresh (`fetch`) when machines
         joined or left the cluster or changed hardware (RAS moves are rare).
         """
-        changed = await actor.store(fleet.changes, self.cluster, self.synced)
+        changed = await actor.store(changes.changes, self.cluster, self.synced)
         if changed.seq == self.synced:
             return self
-        hosts = set(changed.hosts)
+        moved = set(changed.hosts)
         affected = set(changed.jobs)
-        if hosts:
+        if moved:
             affected.update(
                 key
                 for key in self._from_store
-                if not hosts.isdisjoint(self.jobs[key].gpus)
-                or not hosts.isdisjoint(self.jobs[key].cpu_hosts)
+                if not moved.isdisjoint(self.jobs[key].gpus)
+                or not moved.isdisjoint(self.jobs[key].cpu_hosts)
             )
-        rows = await actor.store(fleet.rows_for, sorted(hosts), sorted(affected))
+        # The machines the affected jobs held as last read: whoever holds them now is read.
+        hosts = set(moved)
+        for key in affected:
+            held = self.jobs.get(key) if key in self._from_store else None
+            if held is not None:
+                hosts.update(held.gpus, held.cpu_hosts)
+            hosts.update(self._foreign.get(key, ()))
+        rows = await actor.store(changes.rows_for, sorted(moved), sorted(hosts), sorted(affected))
         for machine, healthy in rows.machines:
             ours = machine.cluster == self.cluster
             known = self.machines.get(machine.host)
@@ -206,8 +219,12 @@ class ClusterLedger:
         for key in sorted(affected | by_job.keys()):
             if key in self._from_store or key in live:
                 self.release(key)
-            if key in live and key in by_job:
-                self._allocate_row(live[key], by_job[key])
+            self._foreign.pop(key, None)
+            allocs = by_job.get(key)
+            if allocs and key in live:
+                self._allocate_row(live[key], allocs)
+            elif allocs:
+                self._foreign[key] = {a.host for a in allocs}
         for host, keys in holders.items():
             if host in self.machines and (host in self.transit) != any(k not in live for k in keys):
                 self.transit.symmetric_difference_update((host,))
@@ -233,6 +250,7 @@ class ClusterLedger:
         self._states = dict(old._states)
         self._running = dict(old._running)
         self._last = old._last
+        self._run_keys = list(old._run_keys)
 
     # ---- changes ---------------------------------------------------------------
     def allocate(
@@ -292,6 +310,35 @@ class ClusterLedger:
         prefix = node + "/"
         return sorted(h for h in self.machines if h == node or h.startswith(prefix))
 
+    def _patched(
+        self,
+        last: ClusterSnapshot,
+        changed: list[MachineState],
+        gone: list[RunningJob],
+        added: list[RunningJob],
+    ) -> tuple[tuple[MachineState, ...], tuple[RunningJob, ...]]:
+        """`last`'s machines and running jobs with the changes applied (same order as built)."""
+        machines = last.machines
+        if changed:
+            patched = list(machines)
+            position = self._position
+            for state in changed:
+                patched[position[state.host]] = state
+            machines = tuple(patched)
+        jobs = last.running
+        if gone or added:
+            keys = self._run_keys
+            run = list(jobs)
+            for job in gone:
+                at = bisect_left(keys, job.key)
+                del keys[at], run[at]
+            for job in added:
+                at = bisect_left(keys, job.key)
+                keys.insert(at, job.key)
+                run.insert(at, job)
+            jobs = tuple(run)
+        return machines, jobs
+
     def jobs_on(self, hosts: Iterable[str]) -> list[tuple[str, str]]:
         wanted = set(hosts)
         return sorted(k for k, held in self.jobs.items() if wanted & set(held.hosts))
@@ -347,11 +394,15 @@ class ClusterLedger:
             if last is not None and not changed and not gone and not added:
                 self._snapshot = last
                 return last
-            snapshot = ClusterSnapshot(
-                cluster_id=self.cluster,
-                machines=tuple(map(states.__getitem__, self._hosts)),
-                running=tuple(running[key] for key in sorted(running)),
-            )
+            if last is None:
+                machines = tuple(map(states.__getitem__, self._hosts))
+                self._run_keys = sorted(running)
+                jobs = tuple(map(running.__getitem__, self._run_keys))
+            else:
+                # Patch the last snapshot's tuples in place of rebuilding them: a
+                # cluster has thousands of machines, a change touches a few.
+                machines, jobs = self._patched(last, changed, gone, added)
+            snapshot = ClusterSnapshot(cluster_id=self.cluster, machines=machines, running=jobs)
             if last is not None and has_index(last):
                 index = index_of(last).updated(changed, gone, added)
                 if index is not None:
