@@ -23,7 +23,7 @@ from actors.checks.storage import MigrationCapChecker, StorageChecker
 from actors.cluster.report import ClusterReporter
 from actors.cluster.system import ClusterSystem
 from actors.demo.lease import LeaseCandidate, LeaseClient
-from actors.mast.bench import control_plane, tetris
+from actors.mast.bench import control_plane, day, tetris
 from actors.mast.report.reporter import MastReporter
 from actors.mast.system import MastSystem
 from emulator.invariants import LeaseSafety, register_checker
@@ -63,7 +63,9 @@ def register() -> None:
     register_liveness(liveness.WorkloadLiveness.name, liveness.WorkloadLiveness)
     register_bench("gms", control_plane.bench_gms)
     register_bench("rms", control_plane.bench_rms)
-    register_bench("day", control_plane.bench_day)
+    register_bench("day", day.bench_day)
+    register_bench("week", day.bench_week)
+    register_bench("scale", day.bench_scale)
     register_bench("chaos-sweep", control_plane.bench_chaos_sweep)
     register_bench("tetris", tetris.bench_tetris)
     register_schema_part(MAST_SCHEMA)

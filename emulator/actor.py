@@ -25,10 +25,15 @@ from emulator.sysmsg import Delivered, Reliable, Resend
 
 T = TypeVar("T")
 
-# At-least-once delivery (`send_reliably`): resend period, attempts, and how
-# many message keys a receiver remembers to drop duplicates.
+# At-least-once delivery (`send_reliably`): a message is resent after
+# RESEND_US, then after twice as long each time up to RESEND_BACKOFF_MAX_US,
+# and given up after RESENDS_MAX resends. The backoff matters at scale: a busy
+# receiver (a GMS inside a long pass) with thousands of unacknowledged reports
+# resent every 5 s had its mailbox flooded past its bound. How many message
+# keys a receiver remembers to drop duplicates.
 RESEND_US = 5_000_000
-RESENDS_MAX = 720
+RESEND_BACKOFF_MAX_US = 20_000_000
+RESENDS_MAX = 200
 SEEN_KEYS_MAX = 100_000
 _PLUMBING = frozenset({Reliable, Delivered, Resend})
 
@@ -84,7 +89,8 @@ class Actor:
         self.params = params
         self.envelope: Envelope | None = None
         self._exiting = False
-        self._outbox: dict[str, tuple[str, Any, int]] = {}
+        # key -> (destination, message, resends so far, when the next is due)
+        self._outbox: dict[str, tuple[str, Any, int, int]] = {}
         self._outbox_seq = 0
         self._resend_armed = False
         self._seen: set[str] = set()
@@ -198,7 +204,7 @@ class Actor:
         """
         self._outbox_seq += 1
         key = f"{self.address}#{self._slot.incarnation}.{self._outbox_seq}"
-        self._outbox[key] = (dst, msg, 0)
+        self._outbox[key] = (dst, msg, 0, self.now_us + RESEND_US)
         self._kernel.send(self._slot, dst, Reliable(key, msg), 0, 0)
         self._arm_resend()
 
@@ -213,13 +219,17 @@ class Actor:
             self.set_timer(RESEND_US, Resend())
 
     def _resend(self) -> None:
+        now = self.now_us
         for key in sorted(self._outbox, key=_outbox_order):
-            dst, msg, tries = self._outbox[key]
+            dst, msg, tries, due_us = self._outbox[key]
+            if due_us > now:
+                continue
             if tries >= RESENDS_MAX:
                 del self._outbox[key]
                 self.decision("reliable.gave-up", {"to": dst, "key": key})
                 continue
-            self._outbox[key] = (dst, msg, tries + 1)
+            wait_us = min(RESEND_US << (tries + 1), RESEND_BACKOFF_MAX_US)
+            self._outbox[key] = (dst, msg, tries + 1, now + wait_us)
             self._kernel.send(self._slot, dst, Reliable(key, msg), 0, 0)
         self._arm_resend()
 

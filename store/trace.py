@@ -7,6 +7,12 @@ consecutive events as one msgpack array, with the seq and time range it
 covers. Binding one SQL row per event cost about 3 µs, more than the kernel
 spends on the delivery itself; a chunk costs one insert.
 
+A chunk's bytes are zlib-compressed (level 1: a day of `meta-day`, 4.3
+million events, goes from ~870 MB to ~80 MB for ~2 s of compression);
+`chunk_events` undoes it. A chunk written before compression starts with
+msgpack's array byte (0xdd), a compressed one with zlib's header (0x78), so
+both read back.
+
 Metric samples `(t_us, name, labels_json, value)` are plain rows of `metrics`,
 written in batches with `executemany`.
 
@@ -18,6 +24,7 @@ appended, seqs are consecutive, and a flush writes its whole batch or nothing
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -42,6 +49,11 @@ class TraceRow(msgspec.Struct, array_like=True):
     dst: str
     type: str
     payload: Any
+
+
+def chunk_events(blob: bytes) -> bytes:
+    """A stored chunk's msgpack array of events (decompressed if it is compressed)."""
+    return zlib.decompress(blob) if blob[:1] == b"\x78" else blob
 
 
 def _array_header(n: int) -> bytes:
@@ -74,7 +86,7 @@ class TraceWriter:
         if n == 0:
             return
         batch = self.records[:n]
-        blob = _array_header(n) + b"".join(batch)
+        blob = zlib.compress(_array_header(n) + b"".join(batch), 1)
         t_first = _DECODER.decode(batch[0])[0]
         t_last = _DECODER.decode(batch[-1])[0]
         first = self.first_seq
@@ -135,7 +147,7 @@ async def iter_trace(
     while True:
         chunks = await store.fetchall(sql, (after, *params, batch))
         for first_seq, blob in chunks:
-            for offset, ev in enumerate(_DECODER.decode(blob)):
+            for offset, ev in enumerate(_DECODER.decode(chunk_events(blob))):
                 t_us = ev[0]
                 if t_from_us is not None and t_us < t_from_us:
                     continue
@@ -165,7 +177,7 @@ async def iter_trace_records(store: Store, batch: int = 16) -> AsyncIterator[tup
         for first_seq, blob in chunks:
             if first_seq != after + 1:
                 raise StoreError(f"{store.path}: trace chunk at seq {first_seq} after {after}")
-            records = _RAW_RECORDS.decode(blob)
+            records = _RAW_RECORDS.decode(chunk_events(blob))
             for offset, record in enumerate(records):
                 yield first_seq + offset, bytes(record)
             after = first_seq + len(records) - 1

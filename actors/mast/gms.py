@@ -170,10 +170,14 @@ class GlobalScheduler(LeaseHolder):
         for region in self.params.regions:
             self.send(f"rms/{region}", ScanStart(scan=self.scans, gms_epoch=epoch))
         window = self.params.auction_pipeline
+        # A pass ends when the next one is due, even with workloads left: while
+        # it auctions, the GMS handles nothing else (dispatch reports, ends),
+        # and the next pass ranks the queue again (its credit has aged).
+        ends_us = self.now_us + self.params.scan_interval
         for start in range(0, len(ranked), window):
             # Auctions wait for bids in emulated time: a long queue keeps this
             # handler busy past the renewal timer, so the lease is renewed here.
-            if await self.renew_if_due() is None:
+            if self.now_us >= ends_us or await self.renew_if_due() is None:
                 break
             batch = ranked[start : start + window]
             if len(batch) == 1:

@@ -299,16 +299,54 @@ def _small() -> WorldModel:
 # 72/180/205 at 16/64/128 GPUs, durations 20 min/6.7 h/66 h GPU, 38 min/7.9 h/
 # 38 h CPU) ask 3.18 CPU machine-hours per GPU-hour at steady state, 2.4 of
 # them for GPU workloads' own preprocessing, which must run in their region.
-# So every region gets 3.0 CPU machines per GPU for that, plus CPU machines of
-# its own for CPU workloads (twice the bases below): ~190k CPU machines for
-# ~50k GPUs, which leaves CPU machines ~86% allocated when GPUs are ~97%
+# So every region gets 3.4 CPU machines per GPU for that, plus CPU machines of
+# its own for CPU workloads (twice the bases below): ~210k CPU machines for
+# ~50k GPUs, which leaves CPU machines ~85% allocated when GPUs are ~94%
 # (§5.2: 87% for dedicated CPU machines, "slight overprovisioning to
 # guarantee that costly GPU machines are never left idle").
-PREPROCESS_CPU_MACHINES_PER_GPU = 3.0
+PREPROCESS_CPU_MACHINES_PER_GPU = 3.4
+
+
+# The regions of `meta-day` and `meta-scale`: GPU machines per type, CPU
+# machines of their own (for CPU workloads, doubled in the preset), storage.
+_FLEET = (
+    ("us-east", 896, 128, 0, 1_664, 60.0),
+    ("us-west", 768, 384, 0, 1_536, 50.0),
+    ("us-central", 0, 896, 256, 1_536, 70.0),
+    ("us-south", 384, 384, 96, 1_056, 40.0),
+    ("eu-west", 512, 0, 0, 1_408, 40.0),
+    ("eu-north", 0, 64, 64, 4_736, 250.0),
+    ("eu-central", 0, 640, 128, 1_664, 60.0),
+    ("ap-south", 0, 0, 128, 3_584, 180.0),
+    ("ap-east", 256, 128, 0, 1_536, 45.0),
+    ("sa-east", 0, 0, 128, 1_280, 30.0),
+)
+
+
+def _fleet_region(
+    name: str, h100: int, a100: int, v100: int, cpu: int, pb: float, per_gpu: float
+) -> RegionHardware:
+    """One region of the fleet presets: `per_gpu` CPU machines per GPU plus twice `cpu`,
+    rounded up to fill its rack grid (two datacenters of four fault domains, racks of 16)."""
+    per_rack, domains = 16, 2 * 4
+    gpu = {t: n for t, n in (("H100", h100), ("A100", a100), ("V100", v100)) if n}
+    gpus = GPUS_PER_MACHINE * (h100 + a100 + v100)
+    gpu_racks = sum(math.ceil(n / per_rack) for n in gpu.values())
+    cpu_racks = math.ceil((2 * cpu + per_gpu * gpus) / per_rack)
+    cpu_racks += -(gpu_racks + cpu_racks) % domains  # whole fault domains
+    return RegionHardware(
+        name=name,
+        gpu_machines=gpu,
+        cpu_machines=cpu_racks * per_rack,
+        datacenters=2,
+        fault_domains=4,
+        machines_per_rack=per_rack,
+        storage_pb=pb,
+    )
 
 
 def _meta_day() -> WorldModel:
-    """Ten regions, 49,920 GPUs (6,240 GPU machines) and ~190,000 CPU machines.
+    """Ten regions, 49,920 GPUs (6,240 GPU machines) and ~210,000 CPU machines.
 
     H100 (22,528 GPUs), A100 (20,992) and V100 (6,400), spread unevenly as in
     MAST Fig. 2: H100-rich us-east/us-west, A100-rich us-central/eu-central,
@@ -321,42 +359,28 @@ def _meta_day() -> WorldModel:
     machines are rounded up to fill its rack grid of whole fault domains.
     (Exactly 50,000 GPUs would leave a partly empty rack grid.)
     """
-    per_rack, domains = 16, 2 * 4
-
-    def region(name: str, h100: int, a100: int, v100: int, cpu: int, pb: float) -> RegionHardware:
-        gpu = {t: n for t, n in (("H100", h100), ("A100", a100), ("V100", v100)) if n}
-        gpus = GPUS_PER_MACHINE * (h100 + a100 + v100)
-        gpu_racks = sum(math.ceil(n / per_rack) for n in gpu.values())
-        cpu_racks = math.ceil((2 * cpu + PREPROCESS_CPU_MACHINES_PER_GPU * gpus) / per_rack)
-        cpu_racks += -(gpu_racks + cpu_racks) % domains  # whole fault domains
-        return RegionHardware(
-            name=name,
-            gpu_machines=gpu,
-            cpu_machines=cpu_racks * per_rack,
-            datacenters=2,
-            fault_domains=4,
-            machines_per_rack=per_rack,
-            storage_pb=pb,
-        )
-
     return WorldModel(
-        regions=(
-            region("us-east", h100=896, a100=128, v100=0, cpu=1_664, pb=60.0),
-            region("us-west", h100=768, a100=384, v100=0, cpu=1_536, pb=50.0),
-            region("us-central", h100=0, a100=896, v100=256, cpu=1_536, pb=70.0),
-            region("us-south", h100=384, a100=384, v100=96, cpu=1_056, pb=40.0),
-            region("eu-west", h100=512, a100=0, v100=0, cpu=1_408, pb=40.0),
-            region("eu-north", h100=0, a100=64, v100=64, cpu=4_736, pb=250.0),
-            region("eu-central", h100=0, a100=640, v100=128, cpu=1_664, pb=60.0),
-            region("ap-south", h100=0, a100=0, v100=128, cpu=3_584, pb=180.0),
-            region("ap-east", h100=256, a100=128, v100=0, cpu=1_536, pb=45.0),
-            region("sa-east", h100=0, a100=0, v100=128, cpu=1_280, pb=30.0),
-        ),
+        regions=tuple(_fleet_region(*region, PREPROCESS_CPU_MACHINES_PER_GPU) for region in _FLEET),
         clusters_per_region=4,
     )
 
 
-PRESETS = {"small": _small(), "meta-day": _meta_day()}
+def _meta_scale() -> WorldModel:
+    """MAST at its published scale (§5.1, §5.4): 20 regions, 99,840 GPUs, ~250k CPU machines.
+
+    `meta-day`'s ten regions twice over (the second ten named `-2`), with 2
+    CPU machines per GPU besides the CPU regions' own: the "at least 200k CPU
+    machines in dynamic clusters" of a fleet on which "tens of thousands" of
+    workloads a day run. For measuring the control plane at that scale, not
+    for allocation figures (`meta-day` is the fleet that behaves like MAST's).
+    """
+    regions = [
+        _fleet_region(name + suffix, *rest, 2.0) for suffix in ("", "-2") for name, *rest in _FLEET
+    ]
+    return WorldModel(regions=tuple(regions), clusters_per_region=4)
+
+
+PRESETS = {"small": _small(), "meta-day": _meta_day(), "meta-scale": _meta_scale()}
 
 
 def preset(name: str) -> WorldModel:

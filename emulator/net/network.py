@@ -90,7 +90,7 @@ class Network:
     def host_up(self, host: str) -> bool:
         if not self.down:
             return True
-        return not (self.topology.ancestors(host) & self.down)
+        return not self.topology.under_any(host, self.down)
 
     def hosts_under(self, node: str) -> list[str]:
         return self.topology.hosts_under(node)

@@ -111,7 +111,7 @@ async def machines(store: Store, cluster: str) -> list[tuple[Machine, bool]]:
     return [(machine_of(row[:-1]), bool(row[-1])) for row in rows]
 
 
-@functools.lru_cache(maxsize=1 << 17)
+@functools.lru_cache(maxsize=1 << 19)
 def machine_of(row: tuple[Any, ...]) -> Machine:
     """The record of a `machines` row (cached: schedulers read every machine at every scan)."""
     return Machine(**dict(zip(Machine.__struct_fields__, row, strict=True)))

@@ -22,6 +22,7 @@ import pytest
 from emulator.cli import main as cli
 from emulator.run.events import named
 from emulator.units import MIN
+from store.trace import chunk_events
 
 
 def mastemu() -> list[str]:
@@ -69,7 +70,7 @@ def test_determinism_trace_hash_is_the_hash_of_the_stored_events(lease_run, leas
     with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
         chunks = conn.execute("SELECT events FROM trace_chunks ORDER BY first_seq").fetchall()
     for (blob,) in chunks:
-        for raw in msgspec.msgpack.decode(blob, type=list[msgspec.Raw]):
+        for raw in msgspec.msgpack.decode(chunk_events(blob), type=list[msgspec.Raw]):
             digest.update(bytes(raw))
             events += 1
     assert events == meta.events

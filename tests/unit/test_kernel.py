@@ -429,9 +429,10 @@ def test_reliable_delivery_gives_up_after_its_limit(monkeypatch: object) -> None
     import emulator.actor as actor_module
 
     monkeypatch.setattr(actor_module, "RESENDS_MAX", 3)  # type: ignore[attr-defined]
+    # 3 resends after 5, 10 and 20 s, and the last one (40 s) gives up: 75 s.
     k = make_kernel()
     gave_up = record(k, "decision")
     spawn(k, Sender, "sender", "east/ctl0")  # "tally" never exists: no leader, dropped
-    run(k, 60 * S)
+    run(k, 90 * S)
     assert len([e for e in gave_up if e.type == "reliable.gave-up"]) == 5
     assert k.instance("sender")._outbox == {}  # type: ignore[union-attr]

@@ -79,12 +79,20 @@ OPS = st.lists(
 async def apply(store: Store, op: tuple[Any, ...]) -> None:
     kind, a, b, n = op
     if kind == "alloc":
+        # As `fleet.start_job` does: allocations go in with a write of the job's row,
+        # which places the job in the cluster of the machines it takes.
         gpu = a < "m4"
-        await store.write(
-            "INSERT OR IGNORE INTO allocations (host, workload_id, job, gpus, cpu, since_us) "
-            "VALUES (?, ?, ?, ?, ?, 0)",
-            (a, b[0], b[1], n if gpu else 0, 0 if gpu else 1),
-        )
+        async with store.transaction() as conn:
+            await conn.execute(
+                "INSERT OR IGNORE INTO allocations (host, workload_id, job, gpus, cpu, since_us) "
+                "VALUES (?, ?, ?, ?, ?, 0)",
+                (a, b[0], b[1], n if gpu else 0, 0 if gpu else 1),
+            )
+            await conn.execute(
+                "UPDATE jobs SET cluster = (SELECT cluster FROM machines WHERE host = ?) "
+                "WHERE workload_id = ? AND job = ?",
+                (a, *b),
+            )
     elif kind == "free":
         await store.write(
             "DELETE FROM allocations WHERE host = ? AND workload_id = ? AND job = ?", (a, *b)

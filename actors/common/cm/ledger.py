@@ -100,6 +100,7 @@ class ClusterLedger:
         # The snapshot's parts, and what changed since they were made.
         self._hosts = sorted(self.machines)
         self._position = {host: i for i, host in enumerate(self._hosts)}
+        self._made: dict[tuple[str, tuple[int, bool, bool]], MachineState] = {}
         self._run_keys: list[tuple[str, str]] = []  # the keys of `_last.running`, in order
         self._states: dict[str, MachineState] = {}
         self._running: dict[tuple[str, str], RunningJob] = {}
@@ -249,6 +250,7 @@ class ClusterLedger:
         }
         self._states = dict(old._states)
         self._running = dict(old._running)
+        self._made = old._made
         self._last = old._last
         self._run_keys = list(old._run_keys)
 
@@ -348,20 +350,33 @@ class ClusterLedger:
         if self._snapshot is None:
             states = self._states
             changed: list[MachineState] = []
+            made = self._made
+            machines, used, busy = self.machines, self.gpus_used, self.cpu_busy
+            healthy, transit = self.healthy, self.transit
             for host in self._dirty_hosts:
-                m = self.machines.get(host)
+                m = machines.get(host)
                 if m is None:  # a plan's host this cluster does not have
                     continue
-                state = MachineState(
-                    host=host,
-                    rack=m.rack,
-                    gpu_type=m.gpu_type,
-                    gpus_total=m.gpus,
-                    gpus_free=max(0, m.gpus - self.gpus_used.get(host, 0)),
-                    cpu_free=m.gpus == 0 and host not in self.cpu_busy,
-                    healthy=self.healthy[host] and host not in self.transit,
+                # A host goes back and forth between a few states (a hold, its
+                # release): each is made once and then found, not made again.
+                shape = (
+                    max(0, m.gpus - used.get(host, 0)),
+                    m.gpus == 0 and host not in busy,
+                    healthy[host] and host not in transit,
                 )
-                if self._last is None or states.get(host) != state:
+                state = made.get((host, shape))
+                if state is None:
+                    state = made[(host, shape)] = MachineState(
+                        host=host,
+                        rack=m.rack,
+                        gpu_type=m.gpu_type,
+                        gpus_total=m.gpus,
+                        gpus_free=shape[0],
+                        cpu_free=shape[1],
+                        healthy=shape[2],
+                    )
+                old = states.get(host)
+                if self._last is None or (old is not state and old != state):
                     states[host] = state
                     changed.append(state)
             self._dirty_hosts.clear()

@@ -27,12 +27,7 @@ tests can run them small. Importing this module registers them
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import random
-import resource
-import sqlite3
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -415,57 +410,6 @@ def bench_rms(options: dict[str, Any]) -> dict[str, Any]:
         **mix,
         "setup_s": round(setup_s, 2),
         "repeat": repeat,
-    }
-
-
-# ---- day ---------------------------------------------------------------------------
-DAY_SCENARIO = """
-name = "bench-day"
-description = "mastemu bench day: the meta-day preset for 24 emulated hours"
-duration = "24h"
-seed = 1
-
-[system]
-kind = "mast"
-world = "meta-day"
-
-[invariants]
-enabled = ["lease-safety", "allocation", "gang", "auction", "preemption"]
-"""
-
-
-def bench_day(options: dict[str, Any]) -> dict[str, Any]:
-    """The whole emulator on `meta-day` for 24 emulated hours (or `span_us`)."""
-    from emulator.run.runner import execute, plan_run
-    from emulator.run.scenario import decode_scenario
-
-    span_us = int(_opt(options, "span_us", DAY_US))
-    scenario = decode_scenario(DAY_SCENARIO, "<bench day>")
-    plan = plan_run(scenario, DAY_SCENARIO, "<bench day>")
-    with tempfile.TemporaryDirectory(prefix="mastemu-bench-day-") as tmp:
-        out = Path(tmp) / "bench-day.db"
-        t0 = time.perf_counter()
-        result = asyncio.run(execute(plan, seed=scenario.seed, out=out, until_us=span_us))
-        wall_s = time.perf_counter() - t0
-        with contextlib.closing(sqlite3.connect(out)) as conn:
-            states = dict(conn.execute("SELECT state, count(*) FROM workloads GROUP BY state"))
-    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    emulated_s = result.end_t_us / US_PER_S
-    compression = emulated_s / wall_s if wall_s > 0 else float("inf")
-    return {
-        "emulated_s": round(emulated_s),
-        "wall_s": round(wall_s, 1),
-        "compression": round(compression, 1),
-        "compression_target": 144,
-        "compression_ratio": round(compression / 144, 3),
-        "peak_rss_mb": round(peak_rss_mb, 1),
-        "peak_rss_target_mb": 4096,
-        "peak_rss_ratio": round(peak_rss_mb / 4096, 3),
-        "workloads": sum(states.values()),
-        "workloads_by_state": dict(sorted(states.items())),
-        "events": result.trace_events,
-        "status": result.status,
-        "trace_hash": result.trace_hash,
     }
 
 

@@ -14,7 +14,9 @@ recorded, and ONE pass over the trace. What it measures, in MAST's terms:
   met the supply somewhere. `series` holds both rates per time bucket;
 - scheduling events (§5.5, Fig. 11): a workload's submission opens one, and
   so does its return to the queue after it ran (preempted, or stopped by a
-  failure); the event ends when the workload next becomes RUNNING. A failed
+  failure); the event ends when the workload next becomes RUNNING. In a run
+  with a warm start, the workloads there at t=0 were already running: their
+  first event is left out of time to start and SLO (their JCTs count). A failed
   dispatch that sends it back to the queue does not open a new one. An event
   is within quota when the latest GMS ranking (`queue.rank`) before its start
   said so;
@@ -108,7 +110,9 @@ async def read_report(store: Store, opt: ReportOptions) -> dict[str, Any]:
             else:
                 cpus_total += 1
 
-    fold = TraceFold(gpu_hosts)
+    workload = system.get("workload", {}) if isinstance(system, dict) else {}
+    warm = isinstance(workload, dict) and bool(workload.get("warm_start_fill"))
+    fold = TraceFold(gpu_hosts, warm_start=warm)
     last_us = 0
     async for row in iter_trace(store, kinds=("store", "decision", "fault")):
         fold.feed(row)
@@ -199,6 +203,8 @@ def _scheduling(
     buckets = max(1, math.ceil(end_us / slo_bucket_us)) if end_us else 1
     by_bucket = [[0, 0, 0, 0] for _ in range(buckets)]  # judged, violated, judged_hi, vio_hi
     for ev in fold.events:
+        if ev.warm:
+            continue
         entry = entries.get(ev.workload)
         within = ev.within_quota
         if within is None:  # never ranked while waiting: the queue's last word on it

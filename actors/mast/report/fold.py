@@ -37,6 +37,9 @@ class SchedEvent:
     # its first ranking was within quota, else the ranking that made it so.
     within_since_us: int | None = None
     ranked: bool = False
+    # The first event of a workload of a warm start (the fleet at midnight): it
+    # was running before the run began, so its wait is no time to start.
+    warm: bool = False
 
 
 @dataclass
@@ -44,6 +47,8 @@ class TraceFold:
     """What one pass over the trace collects."""
 
     gpu_hosts: set[str]
+    # A warm start: workloads submitted at t=0 are the fleet already at work.
+    warm_start: bool = False
     submitted: dict[str, int] = field(default_factory=dict)  # id → submission time
     gpus_asked: dict[str, int] = field(default_factory=dict)
     state: dict[str, str] = field(default_factory=dict)
@@ -100,6 +105,8 @@ class TraceFold:
         self.live += 1
         self._set_state(t_us, wid, "PENDING")
         self._open(wid, t_us)
+        if self.warm_start and spec.get("submit_at_us", 0) == 0:
+            self.events[-1].warm = True
 
     def _rank(self, t_us: int, args: list[Any], result: Any) -> None:
         if not result:

@@ -9,7 +9,15 @@ import msgspec
 import pytest
 
 from store import Store
-from store.trace import MetricWriter, TraceRow, TraceWriter, count_trace, iter_trace, read_metrics
+from store.trace import (
+    MetricWriter,
+    TraceRow,
+    TraceWriter,
+    chunk_events,
+    count_trace,
+    iter_trace,
+    read_metrics,
+)
 
 
 def event(t_us: int, kind: str = "deliver", payload: object = 1) -> bytes:
@@ -102,7 +110,7 @@ async def test_flushed_trace_readable_by_plain_sqlite3(store: Store, db_path: Pa
         (blob,) = c.execute("SELECT events FROM trace_chunks").fetchone()
     finally:
         c.close()
-    assert len(msgspec.msgpack.decode(blob)) == 1000
+    assert len(msgspec.msgpack.decode(chunk_events(blob))) == 1000
 
 
 async def test_metric_writer_and_read(store: Store) -> None:
