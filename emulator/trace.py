@@ -31,6 +31,13 @@ _ENCODER = msgspec.msgpack.Encoder(order="deterministic", enc_hook=_enc_hook)
 _DECODER = msgspec.msgpack.Decoder()
 
 
+# What a trace of level "decisions" leaves out: the message traffic (about
+# three quarters of a MAST run's events). Decisions, store writes, faults,
+# crashes, violations and the run's own events stay, so reports and `check`
+# read such a run as any other; `replay` shows no deliveries and `resume`
+# cannot continue its hash.
+MESSAGE_KINDS = frozenset({"deliver", "timer", "timeout", "drop"})
+
 # One decoded trace event, as online and offline checkers see it.
 TraceEvent = TraceRow
 
@@ -69,6 +76,9 @@ class Tracer:
         self._writer = writer
         self._rows: list[bytes] | None = writer.records if writer is not None else None
         self._batch = writer.batch_size if writer is not None else 0
+        # A sparse writer (`[trace] level = "decisions"`) stores the events of
+        # `KEPT_SPARSE` kinds only, with their seqs; every event is hashed.
+        self._seqs: list[int] | None = getattr(writer, "seqs", None)
         self._observers: dict[str, list[Observer]] = {}
         self.flushing: asyncio.Future[None] | None = None
 
@@ -80,7 +90,11 @@ class Tracer:
         data = _ENCODER.encode((t_us, kind, src, dst, type_, payload))
         self._hash.update(data)
         if self._rows is not None:
-            self._rows.append(data)
+            if self._seqs is None:
+                self._rows.append(data)
+            elif kind not in MESSAGE_KINDS:
+                self._rows.append(data)
+                self._seqs.append(self.seq)
         observers = self._observers.get(kind)
         if observers:
             event = TraceEvent(self.seq, t_us, kind, src, dst, type_, _DECODER.decode(data)[5])

@@ -139,7 +139,13 @@ DROP TABLE run_meta;
 ALTER TABLE run_meta_v3 RENAME TO run_meta;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3]
+# A trace that keeps only some events (`[trace] level = "decisions"`): a chunk
+# then lists its events' seqs (msgpack array); NULL means consecutive.
+_V4 = """
+ALTER TABLE trace_chunks ADD COLUMN seqs BLOB;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -68,12 +68,17 @@ class TraceWriter:
     numbers events from `first_seq` on, one per record.
     """
 
-    def __init__(self, store: Store, batch_size: int = 1000, first_seq: int = 1) -> None:
+    def __init__(
+        self, store: Store, batch_size: int = 1000, first_seq: int = 1, *, sparse: bool = False
+    ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.store = store
         self.batch_size = batch_size
         self.records: list[bytes] = []
+        # A sparse trace keeps some events only: the tracer appends each kept
+        # event's seq here, and chunks store them.
+        self.seqs: list[int] | None = [] if sparse else None
         self.first_seq = first_seq
         self.written = 0
 
@@ -89,11 +94,14 @@ class TraceWriter:
         blob = zlib.compress(_array_header(n) + b"".join(batch), 1)
         t_first = _DECODER.decode(batch[0])[0]
         t_last = _DECODER.decode(batch[-1])[0]
-        first = self.first_seq
+        first, last, seqs = self.first_seq, self.first_seq + n - 1, None
+        if self.seqs is not None:
+            first, last = self.seqs[0], self.seqs[n - 1]
+            seqs = msgspec.msgpack.encode(self.seqs[:n])
         await self.store.write(
-            "INSERT INTO trace_chunks (first_seq, last_seq, t_first_us, t_last_us, events) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (first, first + n - 1, t_first, t_last, blob),
+            "INSERT INTO trace_chunks (first_seq, last_seq, t_first_us, t_last_us, events, seqs) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (first, last, t_first, t_last, blob, seqs),
         )
         # In group-commit mode the chunk commits together with the emulated
         # state it describes (`Store.begin_group`); otherwise a no-op.
@@ -101,7 +109,9 @@ class TraceWriter:
         # Only after the commit, and only what was written: events appended
         # while the flush was in flight stay buffered.
         del self.records[:n]
-        self.first_seq = first + n
+        if self.seqs is not None:
+            del self.seqs[:n]
+        self.first_seq = last + 1
         self.written += n
 
 
@@ -140,13 +150,14 @@ async def iter_trace(
         where.append("t_first_us < ?")
         params.append(t_to_us)
     sql = (
-        f"SELECT first_seq, events FROM trace_chunks WHERE {' AND '.join(where)} "
+        f"SELECT first_seq, events, seqs FROM trace_chunks WHERE {' AND '.join(where)} "
         "ORDER BY first_seq LIMIT ?"
     )
     after = -(2**63)
     while True:
         chunks = await store.fetchall(sql, (after, *params, batch))
-        for first_seq, blob in chunks:
+        for first_seq, blob, packed in chunks:
+            seqs = _DECODER.decode(packed) if packed is not None else None
             for offset, ev in enumerate(_DECODER.decode(chunk_events(blob))):
                 t_us = ev[0]
                 if t_from_us is not None and t_us < t_from_us:
@@ -155,7 +166,8 @@ async def iter_trace(
                     break
                 if kind_set is not None and ev[1] not in kind_set:
                     continue
-                yield TraceRow(first_seq + offset, t_us, ev[1], ev[2], ev[3], ev[4], ev[5])
+                seq = seqs[offset] if seqs is not None else first_seq + offset
+                yield TraceRow(seq, t_us, ev[1], ev[2], ev[3], ev[4], ev[5])
         if len(chunks) < batch:
             return
         after = chunks[-1][0]
@@ -170,11 +182,16 @@ async def iter_trace_records(store: Store, batch: int = 16) -> AsyncIterator[tup
     after = 0
     while True:
         chunks = await store.fetchall(
-            "SELECT first_seq, events FROM trace_chunks WHERE first_seq > ? "
+            "SELECT first_seq, events, seqs FROM trace_chunks WHERE first_seq > ? "
             "ORDER BY first_seq LIMIT ?",
             (after, batch),
         )
-        for first_seq, blob in chunks:
+        for first_seq, blob, seqs in chunks:
+            if seqs is not None:
+                raise StoreError(
+                    f"{store.path}: the trace keeps only some events (level decisions): "
+                    "its hash cannot be continued"
+                )
             if first_seq != after + 1:
                 raise StoreError(f"{store.path}: trace chunk at seq {first_seq} after {after}")
             records = _RAW_RECORDS.decode(chunk_events(blob))

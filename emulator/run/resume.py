@@ -448,6 +448,9 @@ async def resume(
             return AlreadyFinished(meta.status, meta.end_t_us)
         source = f"{db} (stored scenario)"
         plan = plan_run(decode_scenario(meta.scenario_text, source), meta.scenario_text, source)
+        if plan.scenario.trace.level != "full":
+            why = "traced at level decisions: its hash cannot be continued; run it again"
+            raise InputError(str(db), "", why)
         end_us = run_end_us(plan.scenario, until_us)
         writer = TraceWriter(store)
         tracer = ContinuedTracer(writer)

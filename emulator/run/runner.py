@@ -223,7 +223,7 @@ async def execute(
         )
         # From here on the emulated state and the trace commit together.
         await store.begin_group()
-        tracer = Tracer(TraceWriter(store))
+        tracer = Tracer(TraceWriter(store, sparse=scenario.trace.level != "full"))
         rng = RngStreams(seed)
         network = build_network(scenario.world.regions, scenario.network, rng)
         kernel = make_kernel(

@@ -215,6 +215,12 @@ class KernelSpec(Spec, kw_only=True):
     mailbox_len_max: Annotated[int, Meta(ge=1)] = 100_000
 
 
+class TraceSpec(Spec, kw_only=True):
+    # "full": every event is stored; "decisions": message traffic is not
+    # (emulator/trace.py, MESSAGE_KINDS), every event still counts in the hash.
+    level: Literal["full", "decisions"] = "full"
+
+
 class InvariantsSpec(Spec, kw_only=True):
     enabled: list[Name] = []
     stop_on_violation: bool = False
@@ -238,6 +244,7 @@ class Scenario(Spec, kw_only=True):
     faults: list[Fault] = []
     nemesis: NemesisSpec = NemesisSpec()
     invariants: InvariantsSpec = InvariantsSpec()
+    trace: TraceSpec = TraceSpec()
 
 
 # ---- loading -------------------------------------------------------------

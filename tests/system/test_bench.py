@@ -53,3 +53,18 @@ def test_bench_prints_one_json_object(capsys, monkeypatch) -> None:
     assert text.count("\n") == 1  # one line: one JSON object
     out = json.loads(text)
     assert out["workloads"] == 100 and out["tenants"] == 10 and out["scan_ms"] > 0
+
+
+def test_a_timed_run_reports_every_hour_and_what_failed() -> None:
+    from actors.mast.bench.day import run_timed
+    from emulator.units import H
+
+    load_plugins()
+    assert {"week", "scale"} <= set(BENCHES)
+    out = run_timed("quickstart", 2 * H, "day")
+    assert out["emulated_s"] == 7200 and len(out["wall_s_per_hour"]) == 2
+    assert len(out["queued_per_hour"]) == 2 and all(q >= 0 for q in out["queued_per_hour"])
+    assert (out["actor_crashes"], out["invariant_violations"], out["status"]) == (0, 0, "ok")
+    assert out["db_mb"] > 0 and out["peak_rss_mb"] > 0 and 0 < out["gpu_allocation_loaded"] <= 1
+    assert out["compression"] == pytest.approx(7200 / out["wall_s"], rel=0.05)
+    assert out["wall_s_target"] == 120.0 and out["control_plane"]["paper"]["rms_preemption_ms"]
