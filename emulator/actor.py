@@ -18,8 +18,9 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
+from emulator.bugs import BUGS
 from emulator.commands import RECEIVE_ANY, TIMED_OUT, Envelope, Receive, Sleep, StoreCall
-from emulator.errors import CallTimeout
+from emulator.errors import CallTimeout, EmulatorInternalError
 from emulator.hosting import ActorSlot, KernelPort
 from emulator.sysmsg import Delivered, Reliable, Resend
 
@@ -278,9 +279,14 @@ class Actor:
         """
         return await StoreCall(fn, args)
 
-    def set_timer(self, delay_us: int, msg: Any) -> int:
-        """Deliver `msg` to this actor after `delay_us`; returns an id for `cancel_timer`."""
-        return self._kernel.set_timer(self._slot, delay_us, msg)
+    def set_timer(self, delay_us: int, msg: Any, *, last: bool = False) -> int:
+        """Deliver `msg` to this actor after `delay_us`; returns an id for `cancel_timer`.
+
+        With `last`, it fires after every other event due at that instant
+        (those they cause at that instant included), e.g. to decide once on
+        everything that happened at one instant.
+        """
+        return self._kernel.set_timer(self._slot, delay_us, msg, last)
 
     def cancel_timer(self, timer_id: int) -> None:
         """Cancel a timer `set_timer` returned; its message never arrives (a no-op if it did)."""
@@ -324,6 +330,14 @@ class Actor:
         """Start a new actor now (e.g. a job's agent on the job's first machine)."""
         self._kernel.spawn(address, host, lambda: cls(address, params), at_us=self.now_us)
 
+    def end_run(self) -> None:
+        """The emulated system's work is done: end the run once this instant is over.
+
+        For a system whose build says `ends_when_done` (a cluster trace: when
+        its last job ended); a run that reaches its end before is cut short.
+        """
+        self._kernel.end_run()
+
     def exit(self) -> None:
         """End this actor for good once the current handler returns (no restart)."""
         self._exiting = True
@@ -339,6 +353,20 @@ class Actor:
 
     def leader_of(self, role: str) -> str | None:
         return self._kernel.leader_of(role)
+
+    def bug(self, name: str) -> bool:
+        """Whether this run enables the seeded protocol bug `name` (emulator/bugs.py).
+
+        An actor does the wrong thing only where this is true, next to the
+        right thing; with no bug enabled (every ordinary run) it is always
+        False. A name the catalogue does not know is our own mistake.
+        """
+        bugs = self._kernel.bugs
+        if not bugs:
+            return False
+        if name not in BUGS:
+            raise EmulatorInternalError(f"{self.address}: asks for unregistered bug {name!r}")
+        return name in bugs
 
     def replay_hardware(self) -> int:
         """Be told again the state of every node that changed (hardware watchers only).

@@ -15,11 +15,16 @@ Who raises what, and what becomes of it:
 - `EmulatorInternalError`: the mechanism itself (kernel, network, store
   plumbing) is wrong. It ends the run.
 - `ForeignAwait` and `CallTimeout` are what an actor sees from the kernel.
+- `InputWarning` is not raised: input that is allowed but will not do what
+  a person probably meant (a job no single region can hold). A system's
+  `check` returns them; `run` prints each once and the run records them.
 
 Code decides on the class, never on an error's message text.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 
 class EmulatorInternalError(RuntimeError):
@@ -63,6 +68,23 @@ class InputError(ValueError):
         super().__init__(f"{where}: {message}" if where else message)
 
     def within(self, source: str = "", prefix: str = "") -> InputError:
-        """The same error with `source` filled in (if it had none) and `prefix.` before its path."""
+        """The same error with `source` filled in (if it had none) and `prefix.` before its path.
+
+        An error that names a source of its own (another file: a CSV trace
+        a scenario imports) stays as it is: its path is in that file.
+        """
+        if self.source and source and self.source != source:
+            return self
         path = ".".join(part for part in (prefix, self.path) if part)
         return InputError(self.source or source, path, self.message)
+
+
+@dataclass(frozen=True)
+class InputWarning:
+    """Input that is accepted but suspicious, at `path` below the scenario: `path: message`."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message

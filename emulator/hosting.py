@@ -24,6 +24,9 @@ from emulator.commands import Envelope
 from emulator.mailbox import Mailbox
 from emulator.rng import RngStreams
 
+# Why a run stopped when its emulated system ended it (`Actor.end_run`): its work is done.
+WORK_DONE = "work done"
+
 # Actor states (`ActorSlot.state`).
 DOWN, RUNNING, WAIT_RECV, WAIT_SLEEP, WAIT_STORE, EXITED = range(6)
 
@@ -100,6 +103,8 @@ class KernelPort(Protocol):
 
     now_us: int
     rng: RngStreams
+    # The seeded protocol bugs this run enables (`emulator/bugs.py`): usually none.
+    bugs: frozenset[str]
 
     def send(self, src: ActorSlot, dst: str, msg: Any, corr: int, reply_to: int) -> None: ...
 
@@ -109,7 +114,9 @@ class KernelPort(Protocol):
 
     def trace_drop(self, env: Envelope, reason: str) -> None: ...
 
-    def set_timer(self, slot: ActorSlot, delay_us: int, msg: Any) -> int: ...
+    def end_run(self) -> None: ...
+
+    def set_timer(self, slot: ActorSlot, delay_us: int, msg: Any, last: bool = False) -> int: ...
 
     def cancel_timer(self, slot: ActorSlot, timer_id: int) -> None: ...
 

@@ -10,7 +10,10 @@ loop, while emulated time stands still and no other actor runs.
 
 Heap entries are `(t_us, sender_id, sender_seq, code, a, b)`; the first three
 are unique, so tuple comparison never reaches the payload. Sender id 0 is the
-kernel itself (starts, faults, flow completions).
+kernel itself (starts, faults, flow completions). A timer set with `last`
+carries sender id `LAST_ID`, above every actor's, so it fires only once every
+other event of its instant has been handled, those that they cause at that
+instant included (a scheduler deciding once the instant's reports are in).
 
 Two collaborators own state of their own and reach the kernel only through
 the narrow interfaces they declare: `emulator.net.flow_table.FlowTable` (bulk
@@ -40,6 +43,7 @@ from emulator.hosting import (
     WAIT_RECV,
     WAIT_SLEEP,
     WAIT_STORE,
+    WORK_DONE,
     ActorSlot,
     Hosted,
 )
@@ -55,6 +59,7 @@ from emulator.trace import Tracer
 DELIVER, TIMER, WAKE, CALL = 0, 1, 2, 3
 
 KERNEL_ID = 0
+LAST_ID = 1 << 62  # sender id of `last` timers: after every event of their instant
 
 
 def _type_name(msg: Any) -> str:
@@ -96,6 +101,8 @@ class KernelOptions(msgspec.Struct, frozen=True, kw_only=True):
     restarts_max: int = 1_000
     mailbox_len_max: int = 100_000
     stop_on_violation: bool = False
+    # Seeded protocol bugs the run enables (`emulator/bugs.py`); actors ask `Actor.bug`.
+    bugs: frozenset[str] = frozenset()
 
 
 class Kernel:
@@ -119,6 +126,7 @@ class Kernel:
         self.tracer = tracer
         self.store = store
         self.options = options or KernelOptions()
+        self.bugs = self.options.bugs
         self.pacer = pacer
         self.metrics = metrics  # a store.trace.MetricWriter, or None to discard samples
         self.now_us = 0
@@ -130,6 +138,9 @@ class Kernel:
         # Actors that died on an exception of their own, in order (`_actor_error`).
         self.actor_errors: list[ActorError] = []
         self.stop_reason: str | None = None
+        # The system ends the run itself once its work is done (`end_run`,
+        # `SystemBuild.ends_when_done`); reaching the run's end first cuts it short.
+        self.ends_when_done = False
         self.progress: Callable[[Kernel], None] | None = None
         self._heap: list[tuple[Any, ...]] = []
         self._seq = 0
@@ -162,6 +173,18 @@ class Kernel:
         """Stop at the next event boundary (Ctrl-C, a violation with stop_on_violation)."""
         if self.stop_reason is None:
             self.stop_reason = reason
+
+    def end_run(self) -> None:
+        """The emulated system's work is done: stop once every event of this instant has run."""
+        heapq.heappush(
+            self._heap,
+            (self.now_us, LAST_ID, self._kernel_seq(), CALL, self.request_stop, (WORK_DONE,)),
+        )
+
+    @property
+    def cut_short(self) -> bool:
+        """The run ended before a system that ends it when done (`ends_when_done`) did."""
+        return self.ends_when_done and self.stop_reason != WORK_DONE
 
     # ------------------------------------------------------------------
     # actors
@@ -384,17 +407,27 @@ class Kernel:
 
     # ------------------------------------------------------------------
     # timers
-    def set_timer(self, slot: ActorSlot, delay_us: int, msg: Any) -> int:
+    def set_timer(self, slot: ActorSlot, delay_us: int, msg: Any, last: bool = False) -> int:
+        """Deliver `msg` to `slot` after `delay_us`; with `last`, after all else at that instant.
+
+        A `last` timer is ordered by the kernel's own sequence (unique across
+        actors) behind `LAST_ID`, so two of them at one instant fire in the
+        order they were set, after every other event of that instant.
+        """
         slot.timer_seq += 1
         timer_id = slot.timer_seq
         slot.timers.add(timer_id)
-        slot.seq += 1
+        if last:
+            sender, seq = LAST_ID, self._kernel_seq()
+        else:
+            slot.seq += 1
+            sender, seq = slot.id, slot.seq
         heapq.heappush(
             self._heap,
             (
                 self.now_us + delay_us,
-                slot.id,
-                slot.seq,
+                sender,
+                seq,
                 TIMER,
                 slot,
                 (slot.incarnation, timer_id, msg),

@@ -7,7 +7,7 @@ or a test calls `load_plugins()`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Protocol
 import msgspec
 
 from emulator.actor import Actor
-from emulator.errors import EmulatorInternalError
+from emulator.errors import EmulatorInternalError, InputWarning
 from emulator.net.specs import RegionSpec
 from store.migrations import SchemaPart
 
@@ -32,6 +32,31 @@ class SystemBuild:
     setup: Callable[[Any, Callable[[str, Any], None]], Awaitable[None]]
     hardware_watchers: tuple[str, ...] = ()
     summary: dict[str, Any] = field(default_factory=dict)
+    # Every message of the run takes exactly this long (`Network.fix_latency`;
+    # 0: delivered at the instant it is sent); None keeps the scenario's network.
+    message_latency_us: int | None = None
+    # The system ends the run once its work is done (`Actor.end_run`): its
+    # `duration` is then an upper bound, and a run that reaches it first is
+    # cut short (`Kernel.cut_short`, a `run`/`cut-short` trace event).
+    ends_when_done: bool = False
+
+
+@dataclass
+class ReferenceRun:
+    """What a system's reference engine made of a run (`mastemu run FILE --engine reference`).
+
+    A system with a reference engine has a method `reference(params, seed,
+    end_us, base_dir) -> ReferenceRun` next to `build`; the run database
+    then holds the build's setup facts, each of `facts` as a `reference`
+    trace event (hashed like any event), and `kv` as typed key-value rows
+    (namespace, key, Struct) for its reporter, so `report` reads it like a
+    run of the actors.
+    """
+
+    end_us: int
+    done: bool  # its work was done by `end_us` (else the run is cut short)
+    facts: list[tuple[str, Any]] = field(default_factory=list)
+    kv: list[tuple[str, str, Any]] = field(default_factory=list)
 
 
 def actor_entry(
@@ -55,8 +80,12 @@ class System(Protocol):
 
     def addresses(self, params: Any) -> list[str]: ...
 
-    def check(self, params: Any, base_dir: Path) -> None:
-        """Check what params refer to (files…); raise ValueError with a message."""
+    def check(self, params: Any, base_dir: Path) -> Sequence[InputWarning] | None:
+        """Check what params refer to (files…); raise ValueError with a message.
+
+        What is allowed but suspicious comes back as warnings (paths below the
+        scenario), which `run` prints once and records in the run's trace.
+        """
         ...
 
     def build(self, params: Any, seed: int, duration_us: int, base_dir: Path) -> SystemBuild: ...
@@ -78,12 +107,52 @@ class Reporter(Protocol):
         ...
 
 
+class Viewer(Protocol):
+    """Folds a run's trace into the system's state over time (`mastemu view`, `Run.state_at`)."""
+
+    async def state_tables(self, db: Path, t_us: int | None) -> dict[str, list[dict[str, Any]]]:
+        """The store's tables (workloads, jobs, allocations, leases, replicas) at `t_us`.
+
+        After every event at or before `t_us` (None: the run's end); rows by primary key.
+        """
+        ...
+
+    async def render_view(self, db: Path) -> str:
+        """The self-contained HTML page that plays the run (no network access)."""
+        ...
+
+    async def status_line(self, db: Path) -> Any:
+        """For `replay --step`: an object with `feed(event)`, fed every event in order,
+        and `status() -> str`, one line (at most 100 columns) on the state so far."""
+        ...
+
+
+class Exporter(Protocol):
+    """Groups a run's trace the way its system is built (`mastemu export --format chrome`).
+
+    A run whose system registered none gets `emulator.run.chrome.GenericExport`.
+    """
+
+    def chrome_events(self, events: Iterable[Any], level: str) -> Iterator[dict[str, Any]]:
+        """Chrome trace events (Perfetto) for `events`, the run's trace in order.
+
+        `level` is "messages" or "decisions"; at "decisions" `events` holds no
+        message traffic (deliveries, drops, timers). Yields as it goes, with the
+        process and thread names (`ph: "M"`) last.
+        """
+        ...
+
+
 # A benchmark takes its options (e.g. {"span_us": …}) and returns one JSON object.
 Bench = Callable[[dict[str, Any]], dict[str, Any]]
 
 ACTOR_KINDS: dict[str, type[Actor]] = {}
 SYSTEMS: dict[str, System] = {}
 REPORTERS: dict[str, Reporter] = {}
+# By system kind; "" is a run of scenario-declared actors only (the lease demonstration).
+VIEWERS: dict[str, Viewer] = {}
+# By system kind, as VIEWERS; a kind without one is exported grouped by address prefix.
+EXPORTERS: dict[str, Exporter] = {}
 BENCHES: dict[str, Bench] = {}
 SCENARIO_DIRS: list[Path] = []
 # The systems' own tables, created in every run database after its own.
@@ -105,6 +174,14 @@ def register_system(system: System) -> None:
 
 def register_reporter(system_kind: str, reporter: Reporter) -> None:
     REPORTERS[system_kind] = reporter
+
+
+def register_viewer(system_kind: str, viewer: Viewer) -> None:
+    VIEWERS[system_kind] = viewer
+
+
+def register_exporter(system_kind: str, exporter: Exporter) -> None:
+    EXPORTERS[system_kind] = exporter
 
 
 def register_bench(name: str, bench: Bench) -> None:

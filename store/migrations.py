@@ -145,7 +145,15 @@ _V4 = """
 ALTER TABLE trace_chunks ADD COLUMN seqs BLOB;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
+# Each trace chunk's digest chains it to the chunks before it (blake2b of the
+# previous chunk's digest, its seq range and its stored bytes): a chunk
+# changed, lost or reordered after the fact shows (`store/verify.py`). NULL in
+# chunks written before, whose runs are checked without it.
+_V5 = """
+ALTER TABLE trace_chunks ADD COLUMN digest BLOB;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -13,6 +13,9 @@ million events, goes from ~870 MB to ~80 MB for ~2 s of compression);
 msgpack's array byte (0xdd), a compressed one with zlib's header (0x78), so
 both read back.
 
+Each chunk carries a digest that chains it to the chunks before it
+(`chunk_digest`): what `store/verify.py` checks before a run is read.
+
 Metric samples `(t_us, name, labels_json, value)` are plain rows of `metrics`,
 written in batches with `executemany`.
 
@@ -23,6 +26,7 @@ appended, seqs are consecutive, and a flush writes its whole batch or nothing
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import zlib
 from collections.abc import AsyncIterator, Iterable
@@ -56,6 +60,20 @@ def chunk_events(blob: bytes) -> bytes:
     return zlib.decompress(blob) if blob[:1] == b"\x78" else blob
 
 
+def chunk_digest(previous: bytes, first_seq: int, last_seq: int, blob: bytes) -> bytes:
+    """A chunk's link in the trace's chain: what came before, its seq range, its stored bytes."""
+    h = hashlib.blake2b(previous, digest_size=16)
+    h.update(struct.pack(">qq", first_seq, last_seq))
+    h.update(blob)
+    return h.digest()
+
+
+async def last_digest(store: Store) -> bytes:
+    """The digest of the last stored chunk (b"" for none, or one written without digests)."""
+    row = await store.fetchone("SELECT digest FROM trace_chunks ORDER BY first_seq DESC LIMIT 1")
+    return bytes(row[0]) if row and row[0] is not None else b""
+
+
 def _array_header(n: int) -> bytes:
     # msgpack array32: the records that follow are its items.
     return b"\xdd" + struct.pack(">I", n)
@@ -81,6 +99,8 @@ class TraceWriter:
         self.seqs: list[int] | None = [] if sparse else None
         self.first_seq = first_seq
         self.written = 0
+        # The last chunk's digest: a resumed run's writer starts from the stored one.
+        self.digest = b""
 
     def full(self) -> bool:
         return len(self.records) >= self.batch_size
@@ -98,10 +118,12 @@ class TraceWriter:
         if self.seqs is not None:
             first, last = self.seqs[0], self.seqs[n - 1]
             seqs = msgspec.msgpack.encode(self.seqs[:n])
+        digest = chunk_digest(self.digest, first, last, blob)
         await self.store.write(
-            "INSERT INTO trace_chunks (first_seq, last_seq, t_first_us, t_last_us, events, seqs) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (first, last, t_first, t_last, blob, seqs),
+            "INSERT INTO trace_chunks "
+            "(first_seq, last_seq, t_first_us, t_last_us, events, seqs, digest) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (first, last, t_first, t_last, blob, seqs, digest),
         )
         # In group-commit mode the chunk commits together with the emulated
         # state it describes (`Store.begin_group`); otherwise a no-op.
@@ -113,6 +135,7 @@ class TraceWriter:
             del self.seqs[:n]
         self.first_seq = last + 1
         self.written += n
+        self.digest = digest
 
 
 async def last_event_us(store: Store) -> int:

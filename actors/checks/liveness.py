@@ -13,13 +13,15 @@ heal, and it has been in its state at least `grace_us` past both the heal
 and the moment it entered that state (a workload queued a minute before the
 end proves nothing). It *can run*, and is reported stuck, when one region
 has, for the whole last `grace_us` of the run, enough healthy free GPUs of
-each type and free CPU machines for all its jobs together and ready
-replicas of all its input tables. Only machines in an ML dynamic cluster
-count: every machine is in one at the start, and RAS's moves out of them
-(`fleet.membership`) are in the trace. Two simplifications, both towards
-reporting: the boundaries between ML clusters are ignored (a job's GPUs are
-counted over the whole region), and so is priority (free capacity is free
-to anyone). Waiting for data is legitimate while a copy of a missing table
+each type and free CPU machines for all its jobs and ready replicas of all
+its input tables. A job runs inside one dynamic cluster, so each job must
+fit in one ML cluster of the region (a workload's jobs may use several),
+with the jobs taken largest first, each into the cluster with the most room
+for it; only machines in an ML dynamic cluster count: the `clusters` setup
+fact says which holds each machine at the start (a run without it counts a
+region as one cluster), and RAS's moves (`fleet.membership`) are in the
+trace. One simplification, towards reporting: priority is ignored (free
+capacity is free to anyone). Waiting for data is legitimate while a copy of a missing table
 into a region where the workload fits is in flight; when no copy is, the
 workload is reported only if the run moves data at all (some copy was
 ordered), since without a migration service nothing would ever move it.
@@ -57,6 +59,8 @@ class _Host:
     # In an ML dynamic cluster: all are at the start (RAS's `nonml` cluster and
     # its unassigned machines fill only through membership moves).
     ml: bool = True
+    # Its dynamic cluster (None: not known, the region counts as one cluster).
+    cluster: str | None = None
     # (t_us, GPUs in use from then on, or 1/0 for a CPU machine), in time order.
     changes: list[tuple[int, int]] = field(default_factory=list)
 
@@ -95,6 +99,12 @@ class WorkloadLiveness:
     def _setup(self, type_: str, payload: Any) -> None:
         if type_ == "machines":
             self.hosts = {h: _Host(r, t, int(g or 0)) for h, (r, t, g) in payload.items()}
+        elif type_ == "clusters":
+            for cluster, hosts in payload.items():
+                for host in hosts:
+                    h = self.hosts.get(host)
+                    if h is not None:
+                        h.cluster = cluster
         elif type_ == "catalog":
             for table, regions in payload.items():
                 self.ready.setdefault(table, set()).update(regions)
@@ -122,6 +132,7 @@ class WorkloadLiveness:
                 h = self.hosts.get(host)
                 if h is not None:
                     h.ml = dst is not None and not dst.endswith("/" + NON_ML)
+                    h.cluster = dst
 
     def _fleet_start(self, args: list[Any], result: Any, t_us: int) -> None:
         if result is None:
@@ -192,9 +203,9 @@ class WorkloadLiveness:
             self.copying.pop((table, region), None)
 
     # ---- judging ---------------------------------------------------------------------
-    def _free(self, since_us: int) -> dict[str, dict[str | None, int]]:
-        """Region → GPU type (None: CPU machines) → units free throughout [since_us, end]."""
-        free: dict[str, dict[str | None, int]] = {}
+    def _free(self, since_us: int) -> dict[str, dict[str, dict[str | None, int]]]:
+        """Region → cluster → GPU type (None: CPU) → units free throughout [since_us, end]."""
+        free: dict[str, dict[str, dict[str | None, int]]] = {}
         for name, h in sorted(self.hosts.items()):
             if not h.ml or any(name == d or name.startswith(d + "/") for d in self.down):
                 continue
@@ -205,20 +216,43 @@ class WorkloadLiveness:
             peak = max(peak, h.used)
             room = (h.gpus - peak) if h.gpus else (1 - min(1, peak))
             if room > 0:
-                kinds = free.setdefault(h.region, {})
+                cluster = h.cluster if h.cluster is not None else h.region
+                kinds = free.setdefault(h.region, {}).setdefault(cluster, {})
                 kind = h.gpu_type if h.gpus else None
                 kinds[kind] = kinds.get(kind, 0) + room
         return free
 
     @staticmethod
-    def _demand(jobs: list[dict[str, Any]]) -> dict[str | None, int]:
+    def _demand(job: dict[str, Any]) -> dict[str | None, int]:
+        """What one job asks for: GPUs of its type, CPU machines (None)."""
         need: dict[str | None, int] = {}
-        for job in jobs:
-            if job.get("gpus"):
-                need[job.get("gpu_type")] = need.get(job.get("gpu_type"), 0) + int(job["gpus"])
-            if job.get("cpu_machines"):
-                need[None] = need.get(None, 0) + int(job["cpu_machines"])
+        if job.get("gpus"):
+            need[job.get("gpu_type")] = int(job["gpus"])
+        if job.get("cpu_machines"):
+            need[None] = need.get(None, 0) + int(job["cpu_machines"])
         return need
+
+    @classmethod
+    def _fits(cls, jobs: list[dict[str, Any]], clusters: dict[str, dict[str | None, int]]) -> bool:
+        """Whether every job fits in one cluster: largest first, each where most room is left.
+
+        A placement found this way surely exists; one it misses (a rare
+        packing) only makes the judge keep quiet.
+        """
+        room = {name: dict(kinds) for name, kinds in clusters.items()}
+        needs = sorted((cls._demand(job) for job in jobs), key=lambda n: -sum(n.values()))
+        for need in needs:
+            able = [
+                name
+                for name, kinds in sorted(room.items())
+                if all(kinds.get(kind, 0) >= n for kind, n in need.items())
+            ]
+            if not able:
+                return False
+            best = max(able, key=lambda name: sum(room[name].get(k, 0) for k in need))
+            for kind, n in need.items():
+                room[best][kind] = room[best].get(kind, 0) - n
+        return True
 
     def report(self, final_heal_us: int, end_us: int) -> LivenessReport | None:
         if not self.workloads:
@@ -240,15 +274,12 @@ class WorkloadLiveness:
                 out.stuck.append(Stuck(wid, w.state, w.since_us, why))
         return out
 
-    def _could_run(self, w: _Workload, free: dict[str, dict[str | None, int]]) -> str | None:
+    def _could_run(
+        self, w: _Workload, free: dict[str, dict[str, dict[str | None, int]]]
+    ) -> str | None:
         """Why the workload could run now ('fits REGION'…), or None if it may wait."""
-        need = self._demand(w.jobs)
         tables = sorted({t for job in w.jobs for t in job.get("input_tables", ())})
-        fits = [
-            region
-            for region, kinds in sorted(free.items())
-            if all(kinds.get(kind, 0) >= n for kind, n in need.items())
-        ]
+        fits = [region for region, clusters in sorted(free.items()) if self._fits(w.jobs, clusters)]
         if not fits:
             return None
         for region in fits:

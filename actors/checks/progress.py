@@ -33,7 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from actors.policies.cluster.api import BatchMode
+import msgspec
+
+from actors.policies.cluster.api import Regime, Schedule
 from actors.policies.cluster.job_pace import run_time_us
 from emulator.trace import TraceEvent
 from emulator.units import MS, format_us
@@ -64,7 +66,7 @@ class Job:
     current: int = 0  # the attempt the store last started (0: none yet)
     attempts: dict[int, Attempt] = field(default_factory=dict)
     work_us: int | None = None
-    pace: tuple[float, str] | None = None  # (lowest slowdown seen, batch mode)
+    pace: tuple[float, Schedule] | None = None  # (lowest slowdown seen, batch schedule)
 
 
 def _message(payload: Any) -> dict[str, Any] | None:
@@ -126,7 +128,10 @@ class ProgressChecker:
             slowdown = float(pace.get("slowdown", 1.0))
             if job.pace is not None:
                 slowdown = min(slowdown, job.pace[0])
-            job.pace = (slowdown, str(pace.get("mode", "static")))
+            mode = pace.get("mode", "static")
+            # A job's own regimes (a peer's batch-size pattern) come as a list.
+            schedule = str(mode) if isinstance(mode, str) else _regimes(mode)
+            job.pace = (slowdown, schedule)
 
     def _least_time_us(self, job: Job, from_us: int, to_us: int) -> int:
         """The least emulated time in which the job can go from `from_us` to `to_us` of work."""
@@ -141,7 +146,7 @@ class ProgressChecker:
                 min(from_us, work),
                 min(to_us, work),
                 work,
-                cast(BatchMode, mode),
+                cast(Schedule, mode),
                 max(1.0, slowdown),
             )
         except ValueError:  # a batch mode the model does not know: no bound to judge by
@@ -253,3 +258,11 @@ class ProgressChecker:
         "fleet.start": _start,
         "fleet.checkpoint": _checkpoint,
     }
+
+
+def _regimes(raw: Any) -> tuple[Regime, ...] | str:
+    """A pace's own regimes as recorded; a malformed list gives no bound (an unknown mode)."""
+    try:
+        return msgspec.convert(raw, tuple[Regime, ...])
+    except msgspec.ValidationError:
+        return "?"

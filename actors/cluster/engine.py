@@ -1,8 +1,8 @@
 """The reference single-cluster engine: runs a cluster policy over a job trace in emulated time.
 
 A discrete-event loop over integer microseconds. Events are arrivals
-(`TraceJob.submit_us`), the end of a job's work segment (it finishes, or its
-batch-size regime changes speed), and the policy's `wake_at_us`. In `event`
+(`TraceJob.submit_us`), the end of a job's work, and the policy's
+`wake_at_us`. In `event`
 scheduling the policy decides after every arrival, completion and requested
 wake-up (all events at one instant are applied first, then one decision); in
 `round` scheduling it decides only at multiples of `round_s` (a running job
@@ -16,7 +16,9 @@ for each offer in order and start the accepted ones.
 
 Performance: a running job does `1 / (duration × slowdown / throughput)` of
 its work per µs, where `slowdown` comes from the placement tier (with
-`comm_model`) and `throughput` from its batch-size regime (perf_model).
+`comm_model`) and `throughput` from its batch-size regime (perf_model), by
+the run clock the job agents use too (`job_pace.segments`: each regime's
+stretch rounded up to a whole µs); a preempted job keeps its work in whole µs.
 Preemption cost (with `preemption_cost`): a preempted job that made progress
 checkpoints for `checkpoint_s(model)`, during which its GPUs stay held: the
 policy already sees them as free (it may offer them in the same decision),
@@ -35,19 +37,18 @@ A job wider than the whole cluster is failed at arrival. Ties are broken by
 from __future__ import annotations
 
 import heapq
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
-from actors.policies.cluster import perf_model
+from actors.cluster.semantics import Semantics, restart_overhead_us
+from actors.policies.cluster import job_pace, perf_model
 from actors.policies.cluster.api import (
     ClusterPolicy,
     ClusterView,
-    ContentionCount,
     JobView,
     Slot,
     TraceJob,
@@ -69,21 +70,6 @@ SAME_INSTANT_DECISIONS_MAX = 1_000  # wake-ups at one instant before we call it 
 IDLE_DECISIONS_MAX = 10_000  # decisions leaving an idle cluster idle before we stop
 
 
-class Semantics(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The simulator conventions in force; reports state them (they move results by 25–75%)."""
-
-    scheduling: Literal["event", "round"] = "event"
-    round_s: float = 120.0
-    preemption_cost: bool = True
-    comm_model: bool = True
-    count_failed: bool = True
-    ftf_contention: ContentionCount = "jobs"
-
-    def __post_init__(self) -> None:
-        if not self.round_s > 0:
-            raise ValueError(f"semantics.round_s must be > 0, got {self.round_s}")
-
-
 class JobResult(msgspec.Struct, frozen=True, kw_only=True):
     """One job's outcome. Times are µs; `exclusive_us` is its run time alone, consolidated."""
 
@@ -103,6 +89,7 @@ class JobResult(msgspec.Struct, frozen=True, kw_only=True):
     run_us: int = 0
     checkpoint_us: int = 0
     restore_us: int = 0
+    restart_overhead_us: int = 0  # of `restore_us`: Semantics.restart_overhead_s, not busy time
 
 
 class SimResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -146,15 +133,9 @@ def cluster_of(
     )
 
 
-def _ceil_us(x: float) -> int:
-    # Float noise (1e6 * 1.1 = 1100000.0000000002) must not cost a whole µs.
-    return max(0, math.ceil(x - 1e-6))
-
-
 @dataclass(slots=True)
 class _Job:
     t: TraceJob
-    regimes: tuple[perf_model.Regime, ...]
     base_batch: int
     state: str = "pending"  # pending, waiting, running, done, failed
     ready_at: int = 0  # earliest begin of the next run (its checkpoint is written)
@@ -163,9 +144,7 @@ class _Job:
     slowdown: float = 1.0
     begin: int = 0  # holds its GPUs from here
     active: int = 0  # makes progress from here (after restore)
-    anchor: int = 0  # start of the current speed segment
-    done: float = 0.0  # work done at `anchor`, in µs of consolidated initial-batch run time
-    idx: int = 0  # current regime
+    done: float = 0.0  # work done at `active`, in µs of consolidated initial-batch run time
     version: int = 0
     first_start: int | None = None
     finish: int | None = None
@@ -177,24 +156,24 @@ class _Job:
     restore: int = 0
     comm: float = 0.0
     needs_restore: bool = False
+    took: list[tuple[str, int, int]] = field(default_factory=list)  # `_Engine._take`
+    overhead: int = 0  # of the current run: Semantics.restart_overhead_s
+    overhead_total: int = 0
     view: JobView | None = None
 
-    def cost(self) -> float:
-        return self.slowdown / self.regimes[self.idx].throughput
-
-    def target(self) -> float:
-        return self.regimes[self.idx].end * self.t.duration_us
-
     def work_at(self, now: int) -> float:
-        if self.state != "running" or now <= self.anchor:
+        if self.state != "running":
             return self.done
-        return min(self.target(), self.done + (now - self.anchor) / self.cost())
+        t = self.t
+        return job_pace.work_at(
+            self.done, self.active, now, t.duration_us, t.schedule, self.slowdown
+        )
 
 
 def _exclusive_us(j: _Job) -> int:
     """Run time alone, consolidated: the engine's own arithmetic, segment by segment."""
     d = j.t.duration_us
-    return sum(_ceil_us((r.end * d - r.start * d) * (1.0 / r.throughput)) for r in j.regimes)
+    return job_pace.finish_at(0, 0, d, j.t.schedule, 1.0)
 
 
 @dataclass(slots=True)
@@ -222,13 +201,20 @@ class _Engine:
             s = self.slots[host] = msgspec.structs.replace(s, gpus_free=free)
         return s
 
-    def _take(self, host: str, n: int, now: int) -> int:
-        """Allocate `n` GPUs on `host`; the time the last of them stops draining."""
+    def _take(self, host: str, n: int, now: int, took: list[tuple[str, int, int]]) -> int:
+        """Allocate `n` GPUs on `host`; the time the last of them stops draining.
+
+        Free GPUs first, then draining ones by release time. What was taken,
+        (host, release, GPUs), goes to `took`: a job stopped before it began
+        gives it back as it was (`_stop`).
+        """
         pending = sorted(self.draining[host])
         while pending and pending[0][0] <= now:
             self.free[host] += pending.pop(0)[1]
         got = min(n, self.free[host])
         self.free[host] -= got
+        if got:
+            took.append((host, now, got))
         n -= got
         ready = now
         while n > 0:
@@ -238,6 +224,7 @@ class _Engine:
             used = min(k, n)
             n -= used
             ready = max(ready, release)
+            took.append((host, release, used))
             if k > used:
                 pending.insert(0, (release, k - used))
         self.draining[host] = pending
@@ -275,42 +262,49 @@ class _Engine:
             preemptions=j.preemptions,
             slowdown=j.slowdown if running else 1.0,
             mode=t.mode,
-            batch_size=j.base_batch * j.regimes[j.idx].batch_scale,
+            batch_size=j.base_batch * job_pace.batch_scale_at(t.schedule, work, t.duration_us),
             weight=t.weight,
+            initial_batch_size=j.base_batch,
         )
         j.view = v
         return v
 
-    def _schedule_segment(self, j: _Job) -> None:
-        end = j.anchor + _ceil_us((j.target() - j.done) * j.cost())
-        heapq.heappush(self.heap, (end, 0, j.t.job_id, j.version))
+    def _schedule_finish(self, j: _Job) -> None:
+        t = j.t
+        end = job_pace.finish_at(j.done, j.active, t.duration_us, t.schedule, j.slowdown)
+        heapq.heappush(self.heap, (end, 0, t.job_id, j.version))
 
     def _start(self, j: _Job, placement: tuple[tuple[str, int], ...], now: int) -> None:
-        begin = max([now, j.ready_at] + [self._take(h, n, now) for h, n in placement])
+        j.took = []
+        begin = max([now, j.ready_at] + [self._take(h, n, now, j.took) for h, n in placement])
         restore = 0
         if j.needs_restore and self.sem.preemption_cost:
             restore = round(perf_model.restore_s(j.t.model, j.t.gpus) * S)
         tier = tier_of(placement, self.rack_of)
         j.slowdown = perf_model.slowdown(j.t.model, tier, j.t.gpus) if self.sem.comm_model else 1.0
+        j.overhead = restart_overhead_us(self.sem, j.t, j.done, j.slowdown)
+        restore += j.overhead
         j.state, j.placement, j.begin = "running", placement, begin
-        j.active = j.anchor = begin + restore
+        j.active = begin + restore
         j.queued += begin - j.ready_at
         if j.first_start is None:
             j.first_start = begin
-        while j.idx < len(j.regimes) - 1 and j.done >= j.target():
-            j.idx += 1
         j.version += 1
         j.view = None
-        self._schedule_segment(j)
+        self._schedule_finish(j)
 
     def _stop(self, j: _Job, now: int, *, preempt: bool) -> None:
-        """Close the current run at `now` (finish or preemption) and release its GPUs."""
-        j.done = j.work_at(now)
+        """Close the current run at `now` (finish or preemption) and release its GPUs.
+
+        A preempted job keeps its work in whole µs, as the job agent's
+        checkpoint does (`job_pace.saved_work`), with or without its cost.
+        """
+        j.done = job_pace.saved_work(j.work_at(now)) if preempt else j.work_at(now)
         held = max(0, now - j.begin)
         j.run += held
         j.executed += held
         j.restore += max(0, min(now, j.active) - j.begin)
-        j.comm += max(0, now - j.anchor) * (1.0 - 1.0 / j.slowdown)
+        j.comm += max(0, now - j.active) * (1.0 - 1.0 / j.slowdown)
         if now < j.begin:  # stopped before its GPUs were even free: keep only the queueing so far
             j.queued -= (j.begin - j.ready_at) - max(0, now - j.ready_at)
         ckpt = 0
@@ -318,28 +312,29 @@ class _Engine:
             ckpt = round(perf_model.checkpoint_s(j.t.model) * S)
             j.needs_restore = True
         j.ckpt += ckpt
-        self.gpu_busy += j.t.gpus * (held + ckpt)
-        self._release(j.placement, max(now + ckpt, j.begin), now)
-        j.placement, j.slowdown, j.view = (), 1.0, None
+        overhead = min(held, j.overhead)  # lost to the restart, not busy time
+        j.overhead_total += overhead
+        self.gpu_busy += j.t.gpus * (held + ckpt - overhead)
+        if now < j.begin:
+            # It never held its GPUs: what it took comes back as it was, the
+            # free ones free and the draining ones draining until their release
+            # (as the cluster manager drops a plan still waiting for its victims).
+            for host, release, n in j.took:
+                self._release(((host, n),), release, now)
+        else:
+            self._release(j.placement, now + ckpt, now)
+        j.placement, j.slowdown, j.view, j.took = (), 1.0, None, []
         j.version += 1
         if preempt:
             j.state, j.queued_since, j.ready_at = "waiting", now, max(j.ready_at, now + ckpt)
             j.preemptions += 1
 
-    def _segment_end(self, j: _Job, now: int) -> bool:
-        """The job reached the end of its regime: finish, or continue at the next speed."""
-        if j.idx == len(j.regimes) - 1:
-            self._stop(j, now, preempt=False)
-            j.done, j.state, j.finish = float(j.t.duration_us), "done", now
-            self.finished.append(self._view(j, now))
-            del self.present[j.t.job_id]
-            return True
-        j.comm += (now - j.anchor) * (1.0 - 1.0 / j.slowdown)
-        j.done, j.anchor = j.target(), now
-        j.idx += 1
-        j.view = None
-        self._schedule_segment(j)
-        return False
+    def _finish(self, j: _Job, now: int) -> None:
+        """The job did all its work (`job_pace.finish_at`)."""
+        self._stop(j, now, preempt=False)
+        j.done, j.state, j.finish = float(j.t.duration_us), "done", now
+        self.finished.append(self._view(j, now))
+        del self.present[j.t.job_id]
 
     def _arrive(self, j: _Job, total: int) -> None:
         if j.t.gpus > total:
@@ -358,7 +353,8 @@ class _Engine:
             jobs=tuple(self._view(j, now) for j in self.present.values()),
             finished=tuple(self.finished),
             round_us=round_us,
-            ftf_contention=self.sem.ftf_contention,
+            jobs_in_trace=len(self.jobs),
+            **self.sem.view_fields(),
         )
         self.finished = []
         self.decisions += 1
@@ -400,7 +396,7 @@ def simulate(
         if t.job_id in eng.jobs:
             raise ValueError(f"job {t.job_id!r} listed twice")
         eng.jobs[t.job_id] = _Job(
-            t=t, regimes=perf_model.regimes(t.mode), base_batch=perf_model.base_batch_size(t.model)
+            t=t, base_batch=t.batch_size or perf_model.base_batch_size(t.model)
         )
         heapq.heappush(eng.heap, (t.submit_us, 1, t.job_id, 0))
     round_us = round(semantics.round_s * S) if semantics.scheduling == "round" else None
@@ -411,6 +407,15 @@ def simulate(
     same_instant = idle = 0
     stalled = False
     while True:
+        # A finish event of a run since stopped (preempted, or rescheduled) is
+        # dropped here, not reached: time must not move to it. Otherwise a run
+        # whose last job ended at 397 s would end at a stale event at 816 s.
+        while eng.heap and eng.heap[0][1] == 0:
+            _, _, job_id, version = eng.heap[0]
+            j = eng.jobs[job_id]
+            if j.state == "running" and j.version == version:
+                break
+            heapq.heappop(eng.heap)
         if not eng.present and not eng.heap:
             break  # nothing left to run or to arrive: wake-ups cannot change anything
         if round_us is not None:
@@ -434,7 +439,8 @@ def simulate(
                 eng._arrive(j, total)
                 happened = happened or j.state == "waiting"
             elif j.state == "running" and j.version == version:
-                happened = eng._segment_end(j, now) or happened
+                eng._finish(j, now)
+                happened = True
         if round_us is not None:
             if now != next_round:
                 continue
@@ -486,6 +492,7 @@ def simulate(
                 run_us=j.run,
                 checkpoint_us=j.ckpt,
                 restore_us=j.restore,
+                restart_overhead_us=j.overhead_total,
             )
         )
     live = [r for r in results if not r.failed]

@@ -21,6 +21,7 @@ training consolidated, active time × (1 − 1/s).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import msgspec
 
@@ -28,10 +29,12 @@ from actors.cluster.engine import JobResult
 from actors.common.messages import Pace
 from actors.policies.cluster import perf_model
 from actors.policies.cluster.api import ClusterView, ContentionCount, JobView, Slot, Start, TraceJob
-from actors.policies.cluster.job_pace import run_time_us, work_after
+from actors.policies.cluster.job_pace import batch_scale_at, finish_at, saved_work, work_at
+from emulator.errors import ComponentBug
 from store.mast.records import Machine
 
 NAMESPACE = "cluster.jobs"
+Claim = tuple[str, str, int]  # (stopping job, host, GPUs of it a start counts on)
 LIVE = ("offered", "dispatching", "running")  # hold (or reserve) GPUs the policy sees as taken
 
 
@@ -51,68 +54,126 @@ class JobAccount(msgspec.Struct, kw_only=True):
     checkpoint_us: int = 0
     restore_us: int = 0
     comm_us: float = 0.0
+    overhead_us: int = 0  # restart overhead of finished runs (Semantics.restart_overhead_s)
     work_us: float = 0.0  # progress saved by the last checkpoint
     # the current run (offered, dispatching, running, stopping)
     placement: tuple[tuple[str, int], ...] = ()
     pace: Pace | None = None
     dispatch: int = 0  # the auction id the dispatch was recorded under
-    begin_us: int = 0  # holds its GPUs from here (the CM started it)
+    begin_us: int | None = None  # holds its GPUs from here (the CM started it)
     stop_us: int | None = None  # when the stop was ordered
     # an offer made while the job was still stopping: sent once it has stopped
     deferred: Start | None = None
+    # The run about to begin (offered, dispatching, or deferred): the GPUs of
+    # stopping jobs it counts on, (victim, host, GPUs), and when the last of
+    # them is free — when it begins (`claims_for`).
+    claims: tuple[Claim, ...] = ()
+    begins_us: int | None = None
+    next_slowdown: float = 1.0  # of that run's placement (the offer's, before its pace)
 
 
-def pace_for(t: TraceJob, slowdown: float, *, preemption_cost: bool) -> Pace:
-    """The pace of a run of `t` at `slowdown`, with or without preemption/restore costs."""
+def pace_for(t: TraceJob, slowdown: float, *, preemption_cost: bool, overhead_us: int = 0) -> Pace:
+    """The pace of a run of `t` at `slowdown`, with or without preemption/restore costs.
+
+    `overhead_us` is the run's restart overhead (`semantics.restart_overhead_us`).
+    """
     return Pace(
         slowdown=slowdown,
-        mode=t.mode,
+        mode=t.schedule,
+        overhead_us=overhead_us,
         restore_us=round(perf_model.restore_s(t.model, t.gpus) * 1e6) if preemption_cost else 0,
         checkpoint_us=round(perf_model.checkpoint_s(t.model) * 1e6) if preemption_cost else 0,
     )
 
 
+def release_us(a: JobAccount) -> int:
+    """When a stopping job that began its run lets its GPUs go.
+
+    After its checkpoint if it made progress (the agent saves one only then,
+    as the engine checkpoints only then); at once otherwise.
+    """
+    assert a.stop_us is not None and a.begin_us is not None
+    progressed = a.stop_us > a.begin_us + restore_of(a)
+    return a.stop_us + (a.pace.checkpoint_us if progressed and a.pace is not None else 0)
+
+
 def restore_of(a: JobAccount) -> int:
-    """Restore time of the current run: only a job resuming from a checkpoint restores."""
-    return a.pace.restore_us if a.pace is not None and a.work_us > 0 else 0
+    """Restore time of the current run: only a job resuming from a checkpoint restores.
+
+    The restart overhead comes first in every run, a first one too.
+    """
+    if a.pace is None:
+        return 0
+    return (a.pace.restore_us if a.work_us > 0 else 0) + a.pace.overhead_us
 
 
 def progress_at(a: JobAccount, t: TraceJob, now_us: int) -> float:
-    """Work done by `now_us` (µs of consolidated run time), as the job's agent computes it."""
-    if a.state != "running" or a.pace is None:
+    """Work done by `now_us` (µs of consolidated run time), as the job's agent computes it.
+
+    A stopping job's is what its checkpoint keeps of the work done at the stop
+    order, as the engine keeps it from that instant on.
+    """
+    if a.state not in ("running", "stopping") or a.pace is None or a.begin_us is None:
         return a.work_us
-    active = now_us - a.begin_us - restore_of(a)
-    if active <= 0:
-        return a.work_us
-    return work_after(a.work_us, active, t.duration_us, a.pace.mode, a.pace.slowdown)
+    active_us = a.begin_us + restore_of(a)
+    if a.state == "stopping" and a.stop_us is not None:
+        at_stop = work_at(
+            a.work_us, active_us, a.stop_us, t.duration_us, a.pace.mode, a.pace.slowdown
+        )
+        return max(a.work_us, saved_work(at_stop))
+    return work_at(a.work_us, active_us, now_us, t.duration_us, a.pace.mode, a.pace.slowdown)
 
 
 Placement = tuple[tuple[str, int], ...]
 
 
+def initial_batch(t: TraceJob) -> int:
+    """The batch size a job starts at: its trace's, else Shockwave Table 2's for its model."""
+    return t.batch_size or perf_model.base_batch_size(t.model)
+
+
 def view_of(a: JobAccount, t: TraceJob, now_us: int, placement: Placement) -> JobView:
-    """The job as the policy sees it; `placement` is () for a waiting job."""
-    held = max(0, now_us - a.begin_us) if a.state == "running" else 0
+    """The job as the policy sees it; `placement` is () for a waiting job.
+
+    As the engine shows it: a stopping job from the stop order on (its run
+    closed at that instant, one preemption more, queued since), a job whose
+    run is about to begin from when it will begin, at its new placement's
+    slowdown.
+    """
+    stopping = a.state == "stopping"
+    held = 0
+    if a.begin_us is not None and a.state == "running":
+        held = max(0, now_us - a.begin_us)
+    elif a.begin_us is not None and stopping and a.stop_us is not None:
+        held = max(0, a.stop_us - a.begin_us)
+    first_start = a.first_start_us
+    if first_start is None and a.state in ("offered", "dispatching"):
+        # As the engine shows a job started on draining GPUs: from when it will begin.
+        first_start = a.begins_us
+    slowdown = 1.0
+    if placement:
+        current = a.state in ("dispatching", "running") and a.pace is not None
+        slowdown = a.pace.slowdown if current and a.pace is not None else a.next_slowdown
     work = progress_at(a, t, now_us)
-    regime = perf_model.regime_at(t.mode, work / t.duration_us)
     return JobView(
         job_id=t.job_id,
         gpus=t.gpus,
         model=t.model,
         submit_us=t.submit_us,
-        queued_since_us=a.queued_since_us,
+        queued_since_us=a.stop_us if stopping and a.stop_us is not None else a.queued_since_us,
         duration_us=t.duration_us,
-        first_start_us=a.first_start_us,
+        first_start_us=first_start,
         placement=placement,
         attained_gpu_us=(a.executed_us + held) * t.gpus,
         executed_us=a.executed_us + held,
         progress=min(1.0, work / t.duration_us),
         iterations=t.iterations,
-        preemptions=a.preemptions,
-        slowdown=a.pace.slowdown if placement and a.pace is not None else 1.0,
+        preemptions=a.preemptions + (1 if stopping else 0),
+        slowdown=slowdown,
         mode=t.mode,
-        batch_size=perf_model.base_batch_size(t.model) * regime.batch_scale,
+        batch_size=initial_batch(t) * batch_scale_at(t.schedule, work, t.duration_us),
         weight=t.weight,
+        initial_batch_size=initial_batch(t),
     )
 
 
@@ -133,8 +194,12 @@ def policy_view(
     round_us: int | None,
     finished: Iterable[JobView] = (),
     ftf_contention: ContentionCount = "jobs",
+    conventions: Mapping[str, Any] | None = None,
 ) -> ClusterView:
     """The snapshot a policy decides on; `finished`: the jobs done since the last one.
+
+    `conventions` are the run's `Semantics.view_fields()` (they override
+    `ftf_contention`); the view counts the whole trace in `jobs_in_trace`.
 
     Offered, dispatching and running jobs hold their GPUs; a stopping job is
     shown waiting and its GPUs free (as in the reference engine), unless an
@@ -167,23 +232,81 @@ def policy_view(
         jobs=tuple(jobs),
         finished=tuple(finished),
         round_us=round_us,
-        ftf_contention=ftf_contention,
+        jobs_in_trace=len(trace),
+        **({"ftf_contention": ftf_contention} | dict(conventions or {})),
     )
 
 
-def stopping_on(accounts: Mapping[str, JobAccount], placement: Placement) -> list[str]:
-    """The stopping jobs holding any host of `placement` (a plan's victims), sorted."""
-    hosts = {h for h, _ in placement}
-    return sorted(
-        a.job_id
-        for a in accounts.values()
-        if a.state == "stopping" and hosts & {h for h, _ in a.placement}
-    )
+def _pending_run(a: JobAccount) -> Placement | None:
+    """The placement of the run `a` is about to begin (offered, dispatching, deferred)."""
+    if a.state in ("offered", "dispatching"):
+        return a.placement
+    if a.state == "stopping" and a.deferred is not None:
+        return merged(a.deferred.placement)
+    return None
+
+
+def claims_for(
+    accounts: Mapping[str, JobAccount],
+    placement: Placement,
+    now_us: int,
+    gpus_of: Mapping[str, int],
+) -> tuple[tuple[Claim, ...], int]:
+    """The stopping jobs' GPUs a start on `placement` counts on, and when it can begin.
+
+    The reference engine's allocation (`_Engine._take`), over the accounts:
+    on each host the free GPUs first — those neither held by a running or
+    stopping job nor counted on by a run about to begin — then the GPUs of
+    stopping jobs by the time they let them go (`release_us`), less what
+    earlier starts count on. The plan's victims are those jobs, and it
+    begins when the last of them has stopped: as in the engine, a start next
+    to a checkpointing job on a host with GPUs enough to spare does not wait.
+    """
+    stopping = {
+        a.job_id: a for a in accounts.values() if a.state == "stopping" and a.begin_us is not None
+    }
+    claimed: dict[tuple[str, str], int] = {}
+    used: dict[str, int] = {}
+    for a in accounts.values():
+        if a.begin_us is not None and a.state in ("running", "stopping"):
+            for host, n in a.placement:
+                used[host] = used.get(host, 0) + n
+        run = _pending_run(a)
+        if run is None:
+            continue
+        on_victims: dict[str, int] = {}
+        for victim, host, n in a.claims:
+            if victim in stopping:
+                claimed[(victim, host)] = claimed.get((victim, host), 0) + n
+                on_victims[host] = on_victims.get(host, 0) + n
+        for host, n in run:
+            used[host] = used.get(host, 0) + n - on_victims.get(host, 0)
+    claims: list[Claim] = []
+    ready = now_us
+    for host, need in placement:
+        need -= min(need, max(0, gpus_of.get(host, 0) - used.get(host, 0)))
+        draining = sorted(
+            (release_us(v), left, v.job_id)
+            for v in stopping.values()
+            for h, n in v.placement
+            if h == host and (left := n - claimed.get((v.job_id, host), 0)) > 0
+        )
+        for release, left, victim in draining:
+            if need <= 0:
+                break
+            take = min(need, left)
+            need -= take
+            claims.append((victim, host, take))
+            ready = max(ready, release)
+        if need > 0:
+            # The policy's view is computed from the same accounts (`policy_view`).
+            raise ComponentBug(f"{host}: a start counts on {need} GPUs nobody frees")
+    return tuple(claims), ready
 
 
 def close_run(a: JobAccount, now_us: int, saved_us: float, *, preempted: bool) -> None:
     """Add the run that ended at `now_us` (the CM reported it) to the job's times."""
-    if a.state in ("running", "stopping") and a.begin_us:
+    if a.state in ("running", "stopping") and a.begin_us is not None:
         held = max(0, now_us - a.begin_us)
         restore = min(held, restore_of(a))
         stop = a.stop_us if a.stop_us is not None else now_us
@@ -196,14 +319,19 @@ def close_run(a: JobAccount, now_us: int, saved_us: float, *, preempted: bool) -
         a.checkpoint_us += ckpt
         a.restore_us += restore
         if a.pace is not None:
+            a.overhead_us += min(held, a.pace.overhead_us)
             a.comm_us += active * (1.0 - 1.0 / a.pace.slowdown)
     a.work_us = max(a.work_us, saved_us)
-    a.placement, a.pace, a.begin_us, a.stop_us = (), None, 0, None
+    a.placement, a.pace, a.begin_us, a.stop_us = (), None, None, None
+    a.claims, a.begins_us = (), None
 
 
-def requeue(a: JobAccount, now_us: int, *, preempted: bool) -> None:
-    """Back in the wait queue; a preemption counts and its queueing starts at the stop order."""
-    since = a.stop_us if preempted and a.stop_us is not None else now_us
+def requeue(a: JobAccount, now_us: int, *, preempted: bool, stop_us: int | None) -> None:
+    """Back in the wait queue; a preemption counts and its queueing starts at the stop order.
+
+    `stop_us` is when the stop was ordered (`close_run` has already cleared the run's).
+    """
+    since = stop_us if preempted and stop_us is not None else now_us
     a.state, a.queued_since_us, a.ready_us = "waiting", since, now_us
     if preempted:
         a.preemptions += 1
@@ -214,8 +342,9 @@ def result_of(a: JobAccount, t: TraceJob, end_us: int) -> JobResult:
     queued = a.queued_us
     if a.state in ("waiting", "offered", "dispatching"):
         queued += max(0, end_us - a.ready_us)
-    run = a.run_us + (max(0, end_us - a.begin_us) if a.state in ("running", "stopping") else 0)
-    exclusive = run_time_us(0, t.duration_us, t.duration_us, t.mode, 1.0)
+    begun = a.begin_us is not None and a.state in ("running", "stopping")
+    run = a.run_us + (max(0, end_us - a.begin_us) if begun and a.begin_us is not None else 0)
+    exclusive = finish_at(0, 0, t.duration_us, t.schedule, 1.0)
     return JobResult(
         job_id=t.job_id,
         gpus=t.gpus,
@@ -233,4 +362,5 @@ def result_of(a: JobAccount, t: TraceJob, end_us: int) -> JobResult:
         run_us=run,
         checkpoint_us=a.checkpoint_us,
         restore_us=a.restore_us,
+        restart_overhead_us=a.overhead_us,
     )

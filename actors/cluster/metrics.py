@@ -1,7 +1,8 @@
 """The figures a cluster-policy report shows, computed from one `SimResult`.
 
 - `jct_s`: finish − submit of every finished job (avg, median, p95; the
-  percentiles interpolate linearly between order statistics).
+  percentiles interpolate linearly between order statistics, or with
+  `Semantics.percentiles = "nearest-rank"` are the nearest-rank values).
 - `queueing_delay_s`: time a finished job spent in the wait queue: submit to
   first start, plus, after each preemption, the end of its checkpoint to its
   next start. Checkpoint and restore time are not queueing: they are in
@@ -11,7 +12,9 @@
   simulators that drop unplaceable jobs); without it, it is left out.
 - `makespan_s`, `utilization` (GPU-time held by running, restoring and
   checkpointing jobs over GPU-time available during the makespan).
-- `preemptions`, `preemption_overhead_s` (job-seconds of checkpoint + restore),
+- `preemptions`, `preemption_overhead_s` (job-seconds of checkpoint + restore,
+  the restart overhead of `Semantics.restart_overhead_s` included; that
+  overhead alone is `restart_overhead_s` and is not busy GPU time),
   `comm_overhead_s` (job-seconds lost to communication slowdown: run time
   minus what it would have been at slowdown 1).
 - `ftf`: finish-time fairness ρ as Shockwave defines it (§2.1, App. G):
@@ -29,6 +32,8 @@
   egalitarian shares add up to the mean gang size times the cluster, so
   with multi-GPU gangs some jobs must end above 1 under any policy, and a
   policy that equalises ρ (Shockwave) ends nearly all of them just above it.
+  With `"trace"` N is one number for every job, the trace's jobs over the
+  GPUs (Gavel's and Shockwave's simulator: `num_jobs_in_trace / num_gpus`).
   `worst` is the largest ρ, `unfair_fraction` the share of finished jobs
   with ρ > 1 (beyond `UNFAIR_SLACK`: in the actor machinery a job alone on
   the cluster still pays milliseconds of control-plane latency, which must
@@ -37,6 +42,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -49,25 +55,48 @@ from emulator.units import S
 __all__ = ["contention_factors", "percentile", "rho", "summarize"]
 
 
-def percentile(values: Sequence[float], p: float) -> float:
-    """The p-th percentile (0..100) with linear interpolation; 0.0 for no values."""
+def percentile(values: Sequence[float], p: float, method: str = "linear") -> float:
+    """The p-th percentile (0..100); 0.0 for no values.
+
+    "linear" interpolates between the order statistics around rank
+    (n − 1)·p/100 (numpy's default); "nearest-rank" is the smallest value
+    with at least p% of the values at or below it, x[⌈n·p/100⌉ − 1] (1-based
+    rank ⌈n·p/100⌉, never below 1), as the Tiresias simulator's analyses
+    report p95: always one of the values.
+    """
     if not values:
         return 0.0
     xs = sorted(values)
+    if method == "nearest-rank":
+        # Rounded first: 0.95 × 20 is 19.000000000000004 in floats, rank 19, not 20.
+        rank = math.ceil(round(len(xs) * p / 100, 9))
+        return xs[min(len(xs), max(1, rank)) - 1]
     rank = (len(xs) - 1) * p / 100
     lo = int(rank)
     hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (rank - lo)
 
 
-def _stats(values: Sequence[float]) -> dict[str, float]:
+def _stats(values: Sequence[float], method: str = "linear") -> dict[str, float]:
     avg = sum(values) / len(values) if values else 0.0
-    return {"avg": avg, "median": percentile(values, 50), "p95": percentile(values, 95)}
+    return {
+        "avg": avg,
+        "median": percentile(values, 50, method),
+        "p95": percentile(values, 95, method),
+    }
 
 
 def contention_factors(result: SimResult) -> dict[str, float]:
-    """N_avg per finished job: mean jobs (or GPUs asked) present over its life / GPUs, ≥ 1."""
+    """N_avg per finished job: mean jobs (or GPUs asked) present over its life / GPUs, ≥ 1.
+
+    With `ftf_contention = "trace"` every finished job gets the same
+    factor, the trace's jobs (failed ones included: the peer counts the
+    trace) over the cluster's GPUs, never below 1.
+    """
     live = [r for r in result.jobs if not r.failed]
+    if result.semantics.ftf_contention == "trace":
+        n = max(1.0, len(result.jobs) / result.gpus_total) if result.gpus_total else 1.0
+        return {r.job_id: n for r in live if r.finish_us is not None and r.finish_us > r.submit_us}
     by_gpus = result.semantics.ftf_contention == "gpus"
     # n(t) = jobs (or their GPUs) submitted and not yet finished. Every submission and finish
     # is a change point of n, so the running integral I(t) at each change
@@ -116,16 +145,18 @@ def summarize(result: SimResult) -> dict[str, Any]:
     zeros = [0.0] * len(failed) if result.semantics.count_failed else []
     jct = [(r.finish_us - r.submit_us) / S for r in done if r.finish_us is not None] + zeros
     queued = [r.queued_us / S for r in done] + zeros
+    method = str(result.semantics.percentiles)
     n_avg = contention_factors(result)
     rhos = [rho(r, n_avg[r.job_id]) for r in done]
     makespan = result.makespan_us
     available = result.gpus_total * makespan
     return {
-        "jct_s": _stats(jct),
-        "queueing_delay_s": _stats(queued),
+        "jct_s": _stats(jct, method),
+        "queueing_delay_s": _stats(queued, method),
         "makespan_s": makespan / S,
         "preemptions": sum(r.preemptions for r in result.jobs),
         "preemption_overhead_s": sum(r.checkpoint_us + r.restore_us for r in result.jobs) / S,
+        "restart_overhead_s": sum(r.restart_overhead_us for r in result.jobs) / S,
         "comm_overhead_s": sum(r.comm_overhead_us for r in result.jobs) / S,
         "utilization": result.gpu_busy_us / available if available else 0.0,
         "ftf": {

@@ -13,11 +13,17 @@ the same trace are measured alike:
   finish-time fairness `ftf{worst, unfair_fraction}`;
 - `semantics`: the conventions in force (event or round scheduling, round
   length, preemption cost, communication model, failed jobs counted, what
-  the FTF contention factor counts).
+  the FTF contention factor counts, and the peer conventions of
+  `actors/cluster/semantics.py`: profile, placement, Gittins variant, equal
+  rank, SRTF's clock, percentiles, batch sizes, restart overhead, one-GPU
+  servers);
+- `trace`: the trace file's consistency report, with what it says that the
+  run does not honour (`not_honoured`) and the rows it dropped.
 """
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 from pathlib import Path
@@ -27,12 +33,76 @@ import msgspec
 
 from actors.cluster.engine import Semantics, SimResult
 from actors.cluster.jobs import NAMESPACE, JobAccount, result_of
-from actors.cluster.metrics import summarize
+from actors.cluster.metrics import contention_factors, rho, summarize
 from actors.policies.cluster.api import TraceJob
+from emulator.errors import InputError
+from emulator.registry import ReferenceRun
+from emulator.run.scenario import parse_raw
 from emulator.units import S
 from store import Store, kv
 from store.runs import get_run_meta, list_violations
 from store.trace import iter_trace, last_event_us
+
+# Where a reference-engine run (`mastemu run FILE --engine reference`) keeps its `SimResult`.
+REFERENCE_NAMESPACE = "cluster.reference"
+REFERENCE_KEY = "result"
+
+# The columns of `report --jobs FILE.csv` and of `report --json`'s `jobs`, in order.
+JOB_COLUMNS = (
+    "job_id",
+    "gpus",
+    "submit_s",
+    "first_start_s",
+    "end_s",
+    "jct_s",
+    "queueing_delay_s",
+    "preemptions",
+    "ftf_rho",
+    "state",
+)
+
+
+def reference_outcome(result: SimResult) -> ReferenceRun:
+    """A reference-engine run as its run database keeps it (`emulator/run/reference.py`)."""
+    done = all(r.failed or r.finish_us is not None for r in result.jobs)
+    return ReferenceRun(
+        end_us=result.end_us,
+        done=done,
+        facts=[("cluster.result", msgspec.to_builtins(result))],
+        kv=[(REFERENCE_NAMESPACE, REFERENCE_KEY, result)],
+    )
+
+
+def job_rows(result: SimResult) -> list[dict[str, Any]]:
+    """One row per job of the run, in trace order (`JOB_COLUMNS`), in seconds.
+
+    `state` is done, unfinished (at the run's end) or failed (wider than the
+    cluster). A time the job never reached (first start, end), and the JCT
+    and ρ of a job that did not finish, are None (empty in the CSV); the
+    queueing delay counts to the run's end for an unfinished job. ρ is the
+    report's finish-time fairness (`actors/cluster/metrics.py`).
+    """
+    contention = contention_factors(result)
+    rows = []
+    for r in result.jobs:
+        done = r.finish_us is not None and not r.failed
+        rows.append(
+            {
+                "job_id": r.job_id,
+                "gpus": r.gpus,
+                "submit_s": r.submit_us / S,
+                "first_start_s": None if r.first_start_us is None else r.first_start_us / S,
+                "end_s": r.finish_us / S if done and r.finish_us is not None else None,
+                "jct_s": (r.finish_us - r.submit_us) / S
+                if done and r.finish_us is not None
+                else None,
+                "queueing_delay_s": r.queued_us / S,
+                "preemptions": r.preemptions,
+                "ftf_rho": rho(r, contention[r.job_id]) if r.job_id in contention else None,
+                "state": "failed" if r.failed else "done" if done else "unfinished",
+            }
+        )
+    return rows
 
 
 async def _setup_fact(store: Store, name: str) -> Any:
@@ -47,6 +117,9 @@ async def cluster_result(store: Store, end_us: int) -> tuple[SimResult, dict[str
     fact = await _setup_fact(store, "cluster")
     if fact is None:
         raise ValueError(f"{store.path}: not a cluster-policy run (no `cluster` setup fact)")
+    reference = await kv.get(store, REFERENCE_NAMESPACE, REFERENCE_KEY, SimResult)
+    if reference is not None:  # `mastemu run --engine reference`: the engine's own result
+        return reference, fact
     jobs = msgspec.convert(fact["jobs"], tuple[TraceJob, ...])
     semantics = msgspec.convert(fact["semantics"], Semantics)
     accounts = dict(await kv.items(store, NAMESPACE, JobAccount))
@@ -68,7 +141,10 @@ async def cluster_result(store: Store, end_us: int) -> tuple[SimResult, dict[str
         makespan_us=makespan,
         end_us=end_us,
         gpus_total=fact["gpus"],
-        gpu_busy_us=sum(r.gpus * (r.run_us + r.checkpoint_us) for r in results),
+        # A restart overhead holds GPUs without being busy time (Gavel's convention).
+        gpu_busy_us=sum(
+            r.gpus * (r.run_us + r.checkpoint_us - r.restart_overhead_us) for r in results
+        ),
         decisions=0,
     )
     return result, fact
@@ -86,16 +162,27 @@ class ClusterReporter:
             if end_us is None:  # killed: it ends at its last recorded event
                 end_us = await last_event_us(store)
             result, fact = await cluster_result(store, int(end_us))
+            ended = sum(1 for r in result.jobs if r.failed or r.finish_us is not None)
+            jobs_total = len(fact["jobs"])
+            # Jobs left (unfinished, or not even submitted) when the run ended.
+            cut_short = ended < jobs_total
+            status = meta.status
+            if status == "ok" and cut_short:
+                status = "cut-short"
             report: dict[str, Any] = {
                 "scenario": meta.scenario_name,
                 "seed": meta.seed,
                 "policy": fact["policy"],
+                "engine": "reference" if meta.mode == "reference" else "actors",
                 "trace_hash": meta.trace_hash,
-                "status": meta.status,
+                "status": status,
+                "cut_short": cut_short,
                 "emulated_s": end_us / S,
                 "invariant_violations": len(await list_violations(store)),
                 "gpus": fact["gpus"],
-                "jobs": len(result.jobs),
+                "jobs_total": jobs_total,
+                "not_submitted": jobs_total - len(result.jobs),
+                "jobs": job_rows(result),
                 # The trace file's consistency report (None for generated jobs).
                 "trace": _trace_summary(fact.get("trace")),
             }
@@ -141,20 +228,43 @@ class ClusterReporter:
             f"<tr><td>{html.escape(label)}</td><td>{html.escape(vals[0])}</td></tr>"
             for label, vals in _rows([report])
         )
-        headline = {k: v for k, v in report.items() if k != "jct_cdf_s"}
+        # The whole report beside the page, linked from it rather than dumped on it.
+        (out_dir / "report.json").write_text(
+            json.dumps(report, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+        )
+        description = html.escape(asyncio.run(_description(db))) or "(no description)"
         page = out_dir / "index.html"
         page.write_text(
             "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-            f"<title>mastemu report: {html.escape(str(report.get('scenario')))}</title></head>"
-            f"<body><h1>{html.escape(str(report.get('scenario')))} · "
-            f"{html.escape(str(report.get('policy')))}</h1><p>{html.escape(str(db))}</p>"
-            f"<table>{rows}</table><figure><img src='jct_cdf.png' alt='JCT CDF'>"
-            "<figcaption>CDF of job completion times</figcaption></figure>"
-            f"<pre>{html.escape(json.dumps(headline, indent=2, sort_keys=True))}</pre>"
-            "</body></html>",
+            f"<title>mastemu report: {html.escape(str(report.get('scenario')))}</title>"
+            "<style>body { font-family: sans-serif; margin: 1.5em 2em; max-width: 96em; }"
+            " .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(30em, 1fr));"
+            " gap: 1em 2em; align-items: start; } figure { margin: 0; }"
+            " figure img { width: 100%; height: auto; } td + td { text-align: right; }</style>"
+            f"</head><body><h1>{html.escape(str(report.get('scenario')))} · "
+            f"{html.escape(str(report.get('policy')))}</h1><p>{description}</p>"
+            f"<div class='grid'><table>{rows}</table>"
+            "<figure><img src='jct_cdf.png' alt='JCT CDF'>"
+            "<figcaption>CDF of job completion times</figcaption></figure></div>"
+            f"<p>Run database: <code>{html.escape(str(db))}</code> · the whole report as "
+            "JSON: <a href='report.json'>report.json</a></p></body></html>",
             encoding="utf-8",
         )
         return page
+
+
+async def _description(db: Path) -> str:
+    """The scenario's own description, from the run database ("" if it has none)."""
+    async with Store.open_ctx(db) as store:
+        meta = await get_run_meta(store)
+    if meta is None or not meta.scenario_text:
+        return ""
+    try:
+        raw = parse_raw(meta.scenario_text, f"{db} (stored scenario)")
+    except InputError:
+        return ""
+    text = raw.get("description") if isinstance(raw, dict) else None
+    return text if isinstance(text, str) else ""
 
 
 def _trace_summary(trace: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -169,6 +279,14 @@ def _trace_summary(trace: dict[str, Any] | None) -> dict[str, Any] | None:
         "unknown_models": {m["name"]: m["count"] for m in trace["unknown_models"]},
         "unknown_gpu_types": {m["name"]: m["count"] for m in trace["unknown_gpu_types"]},
         "never_fit": [m["job_id"] for m in trace["never_fit"]],
+        "rows_dropped": trace.get("rows_dropped", 0),
+        "dropped": {m["name"]: m["count"] for m in trace.get("dropped", ())},
+        # What the trace says that the run does not use: never dropped silently.
+        "not_honoured": [
+            {"what": n["what"], "rows": n["rows"], "why": n["why"]}
+            for n in trace.get("not_honoured", ())
+        ],
+        "time_origin_s": trace.get("time_origin_s"),
     }
 
 
@@ -220,4 +338,14 @@ def _rows(reports: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
         ("communication model", [_on(x.get("comm_model")) for x in sem]),
         ("failed jobs in averages", [_on(x.get("count_failed")) for x in sem]),
         ("FTF contention counts", [x.get("ftf_contention", "jobs") for x in sem]),
+        ("semantics profile", [str(x.get("profile", "none")) for x in sem]),
+        ("placement", [str(x.get("placement", "topology")) for x in sem]),
+        ("Gittins index", [str(x.get("gittins", "paper")) for x in sem]),
+        ("at equal rank", [str(x.get("equal_rank", "keep")) for x in sem]),
+        ("SRTF remaining time", [str(x.get("srtf_remaining", "work")) for x in sem]),
+        ("percentiles", [str(x.get("percentiles", "linear")) for x in sem]),
+        ("batch sizes from", [str(x.get("batch_size", "model")) for x in sem]),
+        ("restart overhead (s)", [f"{x.get('restart_overhead_s', 0.0):g}" for x in sem]),
+        ("one-GPU servers", [_on(x.get("one_gpu_servers")) for x in sem]),
+        ("restart overhead total (s)", each(lambda r: r.get("restart_overhead_s", 0.0))),
     ]

@@ -34,15 +34,16 @@ from actors.cluster.engine import Semantics
 from actors.cluster.jobs import (
     NAMESPACE,
     JobAccount,
+    claims_for,
     close_run,
     merged,
     pace_for,
     policy_view,
     requeue,
-    stopping_on,
     view_of,
 )
 from actors.cluster.messages import Offer, OfferReply
+from actors.cluster.semantics import restart_overhead_us
 from actors.common.leadership import LeaseHolder, LeaseTiming
 from actors.common.messages import EndReason, ExecutePlan, JobEnded, PlanResult, StopJob, Submitted
 from actors.policies.cluster import perf_model
@@ -143,10 +144,12 @@ class ClusterScheduler(LeaseHolder):
         await self.lead(f"rms/{p.region}")
         machines = await self.store(fleet.machines, p.cluster)
         self.rack_of = {m.host: m.rack for m, _ in machines}
+        self.gpus_of = {m.host: m.gpus for m, _ in machines}
         self.gpus_total = sum(m.gpus for m, _ in machines)
         await self._leading()
         if self.round_us is not None:
-            self.set_timer(self.round_us - self.now_us % self.round_us, _Round())
+            # The next boundary, this instant included: the engine decides at t = 0 too.
+            self.set_timer(-self.now_us % self.round_us, _Round())
 
     # ---- leadership and rebuild ------------------------------------------------------
     async def _leading(self) -> bool:
@@ -182,6 +185,7 @@ class ClusterScheduler(LeaseHolder):
                 if a.state == "future":
                     a.queued_since_us = a.ready_us = t.submit_us
                 a.state, a.deferred, a.placement = "waiting", None, ()
+                a.claims, a.begins_us = (), None
             elif entry.state == "DISPATCHING":
                 a.state = "running" if live else "dispatching"
                 if not live:
@@ -199,6 +203,7 @@ class ClusterScheduler(LeaseHolder):
                 a.state = "done" if entry.state == "DONE" else "failed"
         self.decision("cluster.rebuilt", {"jobs": len(self.accounts)})
         self._kick()
+        self._end_if_all_ended()
 
     # ---- events ---------------------------------------------------------------------
     @on(Submitted)
@@ -216,7 +221,9 @@ class ClusterScheduler(LeaseHolder):
         ):
             a.state = "failed"
         await self._save(a)
-        self._kick()
+        if a.state == "waiting":  # a job failed at arrival changes nothing to decide on
+            self._kick()
+        self._end_if_all_ended()
 
     @on(OfferReply)
     async def offer_reply(self, msg: OfferReply) -> None:
@@ -253,6 +260,7 @@ class ClusterScheduler(LeaseHolder):
             ):
                 return
             a.state, a.begin_us = "running", now
+            a.claims, a.begins_us = (), None  # its victims have stopped
             a.queued_us += max(0, now - a.ready_us)
             if a.first_start_us is None:
                 a.first_start_us = now
@@ -313,13 +321,21 @@ class ClusterScheduler(LeaseHolder):
                 preempted,
             ):
                 return
+            held_offer = (a.claims, a.begins_us)  # of the deferred start, if any
+            stop_us = a.stop_us
             close_run(a, now, saved, preempted=preempted)
-            requeue(a, now, preempted=preempted)
+            requeue(a, now, preempted=preempted, stop_us=stop_us)
             if a.deferred is not None:
                 start, a.deferred = a.deferred, None
+                a.claims, a.begins_us = held_offer
                 self._offer(a, start)
         await self._save(a)
-        self._kick()
+        self._end_if_all_ended()
+        if reason != "preempted":
+            # The policy saw a preempted job waiting and its GPUs free from the
+            # order on: its stop changes nothing to decide on (nor does it in
+            # the engine, which decides on arrivals, ends and wake-ups only).
+            self._kick()
 
     @on(_Decide)
     async def decide_now(self, _: _Decide) -> None:
@@ -327,21 +343,30 @@ class ClusterScheduler(LeaseHolder):
         await self._decide()
 
     @on(_Wake)
-    async def wake(self, msg: _Wake) -> None:
+    def wake(self, msg: _Wake) -> None:
         self.wake_timer = None
-        await self._decide()
+        self._decide_soon()
 
     @on(_Round)
-    async def round_boundary(self, _: _Round) -> None:
+    def round_boundary(self, _: _Round) -> None:
         assert self.round_us is not None
         self.set_timer(self.round_us, _Round())
-        await self._decide()
+        self._decide_soon()
 
     def _kick(self) -> None:
-        """Decide once the events of this instant are in (event scheduling only)."""
-        if self.round_us is None and not self.decide_armed:
+        """An arrival or an end: decide on it (event scheduling; rounds decide on their own)."""
+        if self.round_us is None:
+            self._decide_soon()
+
+    def _decide_soon(self) -> None:
+        """Decide once, after every event of this instant (`last`), as the engine does.
+
+        Two jobs ending at one instant, or an arrival at a wake-up, make one
+        decision that sees both, whatever order the kernel hands them over in.
+        """
+        if not self.decide_armed:
             self.decide_armed = True
-            self.set_timer(0, _Decide())
+            self.set_timer(0, _Decide(), last=True)
 
     # ---- deciding ----------------------------------------------------------------------
     async def _decide(self) -> None:
@@ -356,6 +381,13 @@ class ClusterScheduler(LeaseHolder):
                 f"policy {p.policy!r} asked to decide {self.same_instant} times at t={now} µs"
             )
         view = await self._view()
+        if self.round_us is not None and not view.jobs:
+            # A round with no job present is no decision, as in the engine,
+            # which skips empty rounds: a policy whose state moves with time
+            # (Shockwave's contention integral under ftf_contention "trace")
+            # would otherwise see one decision more than there. The jobs that
+            # finished since the last one are kept for the next.
+            return
         self.finished = []
         decision, state = self.policy.decide(view, self.policy_state, p.policy_params)
         check_decision(p.policy, view, decision, self.rack_of)
@@ -371,6 +403,10 @@ class ClusterScheduler(LeaseHolder):
             await self._preempt(self.accounts[job_id])
         for start in decision.start:
             a = self.accounts[start.job_id]
+            # In decision order, as the engine allocates: what each start counts on.
+            placement = merged(start.placement)
+            a.claims, a.begins_us = claims_for(self.accounts, placement, now, self.gpus_of)
+            a.next_slowdown = self._slowdown(self.trace[a.job_id], placement)
             if a.state == "stopping":
                 a.deferred = start  # offered once its checkpoint is saved
             else:
@@ -388,7 +424,7 @@ class ClusterScheduler(LeaseHolder):
             p.gpu_type,
             self.round_us,
             self.finished,
-            p.semantics.ftf_contention,
+            conventions=p.semantics.view_fields(),
         )
 
     def _arm_wake(self, decision: Decision) -> None:
@@ -402,6 +438,7 @@ class ClusterScheduler(LeaseHolder):
             self.wake_timer = self.set_timer(at - self.now_us, _Wake(at))
 
     async def _preempt(self, a: JobAccount) -> None:
+        a.claims, a.begins_us = (), None  # a run not begun yet counts on nothing now
         if a.state == "stopping":
             a.deferred = None  # the held offer is withdrawn; the stop goes on
             return
@@ -412,13 +449,17 @@ class ClusterScheduler(LeaseHolder):
             return
         a.state, a.stop_us = "stopping", self.now_us
         await self._save(a)
+        # Always with a checkpoint: without preemption costs it is free (the
+        # run's pace has `checkpoint_us` 0), not skipped. A stop without one
+        # would send the job back to its last checkpoint, and a preempted job
+        # keeps its progress in the engine and in the peers' simulators.
         self.send_reliably(
             self.cm,
             StopJob(
                 workload_id=a.job_id,
                 job=JOB,
                 reason="preempted",
-                checkpoint=self.params.semantics.preemption_cost,
+                checkpoint=True,
                 rms_epoch=self._epoch(),
             ),
         )
@@ -440,6 +481,7 @@ class ClusterScheduler(LeaseHolder):
 
     def _turned_down(self, a: JobAccount) -> None:
         a.state, a.placement = "waiting", ()
+        a.claims, a.begins_us = (), None
         self.decision("cluster.offer-declined", {"job": a.job_id})
 
     async def _dispatch(self, a: JobAccount) -> None:
@@ -455,12 +497,18 @@ class ClusterScheduler(LeaseHolder):
             self._turned_down(a)
             return
         t = self.trace[a.job_id]
-        tier = tier_of(a.placement, self.rack_of)
-        slowdown = perf_model.slowdown(t.model, tier, t.gpus) if p.semantics.comm_model else 1.0
+        slowdown = self._slowdown(t, a.placement)
         a.state, a.dispatch = "dispatching", auction
-        a.pace = pace_for(t, slowdown, preemption_cost=p.semantics.preemption_cost)
+        a.pace = pace_for(
+            t,
+            slowdown,
+            preemption_cost=p.semantics.preemption_cost,
+            overhead_us=restart_overhead_us(p.semantics, t, a.work_us, slowdown),
+        )
         await self._save(a)
-        victims = tuple((job_id, JOB) for job_id in stopping_on(self.accounts, a.placement))
+        # Only the stopping jobs whose GPUs it counts on (`claims_for`), still stopping.
+        stopping = {v for v, _, _ in a.claims if self.accounts[v].state == "stopping"}
+        victims = tuple((job_id, JOB) for job_id in sorted(stopping))
         self.send_reliably(
             self.cm,
             ExecutePlan(
@@ -486,6 +534,21 @@ class ClusterScheduler(LeaseHolder):
         a.state, a.ready_us = "waiting", self.now_us
         await self._save(a)
         self._kick()
+
+    def _slowdown(self, t: TraceJob, placement: tuple[tuple[str, int], ...]) -> float:
+        """What placing `t` there costs it (its tier's slowdown, with the communication model)."""
+        if not self.params.semantics.comm_model:
+            return 1.0
+        return perf_model.slowdown(t.model, tier_of(placement, self.rack_of), t.gpus)
+
+    def _end_if_all_ended(self) -> None:
+        """The trace's last job ended (done or failed): the run ends with this instant.
+
+        The scenario's `duration` is only an upper bound for a cluster run; a
+        run that reaches it with jobs left is cut short (`Kernel.cut_short`).
+        """
+        if all(a.state in ("done", "failed") for a in self.accounts.values()):
+            self.end_run()
 
     def _epoch(self) -> int:
         """The epoch this instance's orders carry (0 if it does not lead: no CM obeys)."""

@@ -29,10 +29,13 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 from msgspec import Meta
 
-from actors.cluster.engine import Semantics
+from actors.cluster.batch_sizes import apply_batch_sizes
+from actors.cluster.engine import Semantics, simulate
 from actors.cluster.job_agent import JobAgentParams, OfferAgent
+from actors.cluster.report import reference_outcome
 from actors.cluster.scheduler import ClusterScheduler, SchedulerParams, agent_address, job_spec
-from actors.cluster.traces import TraceReport, load_trace
+from actors.cluster.throughputs import load_throughputs
+from actors.cluster.traces import CsvColumns, TraceReport, load_trace
 from actors.cluster.workloads import (
     DallyParams,
     GavelParams,
@@ -44,14 +47,14 @@ from actors.cluster.workloads import (
 from actors.common.client import Client, ClientParams
 from actors.common.cm.manager import ClusterManager, CMParams
 from actors.common.leadership import LeaseTiming
-from actors.policies.cluster.api import TraceJob
+from actors.policies.cluster.api import Slot, TraceJob
 from actors.policies.cluster.registry import cluster_policy
 from actors.policies.mast.registry import every_policy
 from actors.policies.registry import convert_params
 from emulator.actor import Actor
 from emulator.errors import InputError
 from emulator.net.specs import RegionSpec
-from emulator.registry import SystemBuild, actor_entry
+from emulator.registry import ReferenceRun, SystemBuild, actor_entry
 from emulator.rng import RngStreams
 from emulator.units import Duration
 from store.mast import fleet, queue
@@ -61,13 +64,28 @@ TENANT = "users"
 
 
 class TraceFile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A peer simulator's trace, relative to the scenario file."""
+    """A trace file, relative to the scenario file: a peer simulator's, or a jobs CSV.
+
+    `format = "jobs-csv"` needs `columns`, which header column holds what
+    (`actors/cluster/traces/jobs_csv.py`); `keep_states` keeps only the jobs
+    whose state column says one of these (empty: every state), and
+    `delimiter` is the CSV's field separator.
+    """
 
     file: str
-    format: Literal["tiresias", "shockwave"]
+    format: Literal["tiresias", "shockwave", "jobs-csv"]
     # A bad row stops the run (exit 2, naming file, line and column) unless
     # skipped; skipped rows are listed in the report's `trace` section.
     skip_bad_rows: bool = False
+    columns: CsvColumns | None = None
+    keep_states: tuple[str, ...] = ()
+    delimiter: str = ","
+
+    def __post_init__(self) -> None:
+        if (self.format == "jobs-csv") != (self.columns is not None):
+            raise ValueError("trace: `columns` is required for format jobs-csv, and only for it")
+        if len(self.delimiter) != 1:
+            raise ValueError(f"trace.delimiter must be one character, got {self.delimiter!r}")
 
 
 class ClusterWorkload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -78,6 +96,10 @@ class ClusterWorkload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     gavel: GavelParams = GavelParams()
     dally: DallyParams = DallyParams()
     trace: TraceFile | None = None
+    # Iterations per second per model and batch size (actors/cluster/throughputs.py),
+    # relative to the scenario file; used with semantics.batch_size = "trace".
+    throughputs: str | None = None
+    throughputs_worker: str = "v100"  # the worker type read from a Gavel-layout table
 
 
 class ClusterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -96,9 +118,9 @@ class ClusterParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     workload: ClusterWorkload = ClusterWorkload()
     # Periodic checkpoints (0: only when preempted, as the papers' simulators do);
     # they bound what a machine failure loses.
-    checkpoint_every: Duration = Duration(0)
+    checkpoint_every: Duration = 0
     cm_replicas: Annotated[int, Meta(ge=1, le=3)] = 1
-    offer_timeout: Duration = Duration(5_000_000)
+    offer_timeout: Duration = 5_000_000
     lease: LeaseTiming = LeaseTiming()
 
     @property
@@ -136,23 +158,52 @@ def load_jobs(
 ) -> tuple[tuple[TraceJob, ...], TraceReport | None]:
     """The run's jobs, and the consistency report when they come from a trace file."""
     w = params.workload
+    table = None
+    if w.throughputs is not None:
+        try:
+            table = load_throughputs(base_dir / w.throughputs, w.throughputs_worker)
+        except InputError as error:
+            raise InputError("", "workload.throughputs", str(error)) from None
+    report: TraceReport | None = None
     if w.trace is not None:
         try:
-            return load_trace(
+            jobs, report = load_trace(
                 base_dir / w.trace.file,
                 w.trace.format,
                 total_gpus=params.gpus,
                 gpu_types=(params.gpu_type,),
                 strict=not w.trace.skip_bad_rows,
+                columns=w.trace.columns,
+                keep_states=w.trace.keep_states,
+                delimiter=w.trace.delimiter,
             )
         except InputError as error:
             raise InputError("", "workload.trace", str(error)) from None
-    rng: random.Random = RngStreams(seed).stream("workload")
-    if w.generator == "philly":
-        return philly_jobs(w.philly, rng), None
-    if w.generator == "gavel":
-        return gavel_jobs(w.gavel, rng), None
-    return dally_jobs(w.dally, rng), None
+    else:
+        rng: random.Random = RngStreams(seed).stream("workload")
+        if w.generator == "philly":
+            jobs = philly_jobs(w.philly, rng)
+        elif w.generator == "gavel":
+            jobs = gavel_jobs(w.gavel, rng)
+        else:
+            jobs = dally_jobs(w.dally, rng)
+    jobs, notes = apply_batch_sizes(jobs, str(params.semantics.batch_size), table)
+    if report is not None:
+        report = msgspec.structs.replace(report, not_honoured=report.not_honoured + notes)
+    return jobs, report
+
+
+def cluster_shape(params: ClusterParams) -> tuple[int, int, int]:
+    """(machines, GPUs per machine, machines per rack) of the cluster as the run builds it.
+
+    With `semantics.one_gpu_servers` (Gavel's cluster spec) every GPU is a
+    server of its own and a rack keeps as many GPUs as it had. The engine
+    is built with the same shape (`engine.cluster_of(*cluster_shape(p))`).
+    """
+    if params.semantics.one_gpu_servers:
+        g = params.gpus_per_machine
+        return params.machines * g, 1, params.machines_per_rack * g
+    return params.machines, params.gpus_per_machine, params.machines_per_rack
 
 
 class ClusterSystem:
@@ -176,13 +227,14 @@ class ClusterSystem:
         return every_policy()["cluster"]
 
     def regions(self, params: ClusterParams) -> list[RegionSpec]:
+        machines, _, per_rack = cluster_shape(params)
         return [
             RegionSpec(
                 name=params.region,
                 datacenters=1,
                 fault_domains=1,
-                racks=math.ceil(params.machines / params.machines_per_rack),
-                machines=params.machines_per_rack,
+                racks=math.ceil(machines / per_rack),
+                machines=per_rack,
                 control_hosts=3,
             )
         ]
@@ -192,6 +244,22 @@ class ClusterSystem:
         return ["client", f"rms/{params.region}/0"] + [
             f"cm/{cluster}/{i}" for i in range(params.cm_replicas)
         ]
+
+    def reference(
+        self, params: ClusterParams, seed: int, end_us: int, base_dir: Path
+    ) -> ReferenceRun:
+        """The reference engine on the run's jobs and machines (`run --engine reference`)."""
+        jobs, _ = load_jobs(params, seed, base_dir)
+        policy = cluster_policy(params.policy)
+        result = simulate(
+            policy,
+            policy_params(params),
+            jobs,
+            engine_slots(params),
+            params.semantics,
+            until_us=end_us,
+        )
+        return reference_outcome(result)
 
     def check(self, params: ClusterParams, base_dir: Path) -> None:
         policy_params(params)
@@ -206,6 +274,7 @@ class ClusterSystem:
         validated = policy_params(params)
         region, cluster = params.region, _cluster_id(params)
         machine_list = _machines(params)
+        shape = cluster_shape(params)
         scheduler_role = f"rms/{region}"
         workloads = tuple(_workload(t, params) for t in jobs)
         actors = [
@@ -261,7 +330,7 @@ class ClusterSystem:
             )
         tenants = [Tenant(name=TENANT, priority=0, gpu_quota=params.gpus, cpu_quota=0)]
         clusters = [
-            DynamicCluster(id=cluster, region=region, ml=True, intended_machines=params.machines)
+            DynamicCluster(id=cluster, region=region, ml=True, intended_machines=len(machine_list))
         ]
 
         async def setup(store: Any, record: Callable[[str, Any], None]) -> None:
@@ -277,9 +346,10 @@ class ClusterSystem:
                     "policy": params.policy,
                     "semantics": msgspec.to_builtins(params.semantics),
                     "gpus": params.gpus,
-                    "machines": params.machines,
-                    "gpus_per_machine": params.gpus_per_machine,
-                    "machines_per_rack": params.machines_per_rack,
+                    # As built (semantics.one_gpu_servers splits machines): `cluster_shape`.
+                    "machines": shape[0],
+                    "gpus_per_machine": shape[1],
+                    "machines_per_rack": shape[2],
                     "jobs": msgspec.to_builtins(jobs),
                     "trace": msgspec.to_builtins(trace_report),
                 },
@@ -291,6 +361,8 @@ class ClusterSystem:
             setup=setup,
             hardware_watchers=tuple(cms),
             summary={"jobs": len(jobs), "gpus": params.gpus, "policy": params.policy},
+            message_latency_us=0 if params.semantics.control_latency == "zero" else None,
+            ends_when_done=True,
         )
 
 
@@ -301,9 +373,9 @@ def _cluster_id(params: ClusterParams) -> str:
 def _machines(params: ClusterParams) -> list[Machine]:
     """Hosts in topology order: rack k holds machines k·per … k·per + per − 1."""
     out = []
-    per = params.machines_per_rack
+    machines, gpus_per_machine, per = cluster_shape(params)
     region = params.region
-    for i in range(params.machines):
+    for i in range(machines):
         rack = f"{region}/dc0/fd0/r{i // per}"
         out.append(
             Machine(
@@ -312,11 +384,19 @@ def _machines(params: ClusterParams) -> list[Machine]:
                 rack=rack,
                 fault_domain=f"{region}/dc0/fd0",
                 gpu_type=params.gpu_type,
-                gpus=params.gpus_per_machine,
+                gpus=gpus_per_machine,
                 cluster=_cluster_id(params),
             )
         )
     return out
+
+
+def engine_slots(params: ClusterParams) -> tuple[Slot, ...]:
+    """The run's machines, idle, as the reference engine takes them: same hosts, same racks."""
+    return tuple(
+        Slot(host=m.host, rack=m.rack, gpus_total=m.gpus, gpus_free=m.gpus, gpu_type=m.gpu_type)
+        for m in _machines(params)
+    )
 
 
 def _workload(t: TraceJob, params: ClusterParams) -> WorkloadSpec:

@@ -13,10 +13,17 @@ a tuple of `TraceJob` sorted by submit time. What is modelled:
   7.5 % of jobs in the small-short/small-long/large-short/large-long bins,
   where (scaled down) "small" is at most 4 GPUs and "short" under 800 s,
   and run times span 2 min to 2 h. So a job is short with probability
-  63.5/(63.5+12.5) if small and 16.5/(16.5+7.5) if large, and its duration
-  is log-uniform within its bin (our choice: the paper's CDF, Figure 19, is
-  only a picture). `duration_scale` stretches every duration; 18 brings the
-  800 s bin edge back to the unscaled trace's 4 h.
+  63.5/(63.5+12.5) if small and 16.5/(16.5+7.5) if large. Within its bin
+  the duration follows one bounded Pareto law over [2 min, 2 h], density
+  ∝ x^-(α+1), cut at the bin edge: the trace is heavy-tailed (Tiresias
+  §5.4.3, citing the FB-queue survey [33]; Appendix A and Figure 19 — only
+  a picture — show minutes to days). α = 0.76 is the one value that puts
+  Table 3's 80% of jobs below 800 s on that range; with it the paper's
+  other published numbers follow (see `PhillyParams.duration_tail_alpha`).
+  α = 0 is log-uniform within each bin (this generator before: too much
+  long work, so every policy queued and LAS fell far behind SRTF).
+  `duration_scale` stretches every duration; 18 brings the 800 s bin edge
+  back to the unscaled trace's 4 h.
 - `gavel_jobs` (Shockwave §8.1, Table 2): Gavel's generator as Shockwave
   used it. 1/2/4/8 workers; a size class by total GPU-time, small/medium/
   large/xlarge = 0.2–8/8–16/16–72/>72 GPU-hours with probabilities 0.72/
@@ -237,6 +244,18 @@ def _log_uniform(rng: random.Random, lo: float, hi: float) -> float:
     return lo * (hi / lo) ** rng.random()
 
 
+def _bounded_pareto(rng: random.Random, lo: float, hi: float, alpha: float) -> float:
+    """Density ∝ x^-(alpha+1) on [lo, hi], by inverting its CDF; alpha 0 is log-uniform.
+
+    F(x) = (1 − (lo/x)^α) / (1 − (lo/hi)^α), so x = lo·(1 − u·(1 − (lo/hi)^α))^(−1/α).
+    One `rng.random()` call, like `_log_uniform`, so the draws after it do not shift.
+    """
+    if alpha == 0:
+        return _log_uniform(rng, lo, hi)
+    u = rng.random()
+    return lo * (1.0 - u * (1.0 - (lo / hi) ** alpha)) ** (-1.0 / alpha)
+
+
 def _ids(prefix: str, n: int) -> list[str]:
     width = max(4, len(str(n - 1)))
     return [f"{prefix}{i:0{width}d}" for i in range(n)]
@@ -281,6 +300,22 @@ class PhillyParams(_Params):
     short_s_max: float = 800.0
     duration_s_min: float = 120.0
     duration_s_max: float = 7200.0
+    # The tail exponent α of the duration law (module docstring). Solving
+    # F(800 s) = 0.80 (Table 3: SS + LS = 80% of jobs short) for a bounded
+    # Pareto on [120 s, 7200 s] (§5.1: "2 mins to 2 hours") gives α = 0.763.
+    # Checks against what the paper publishes of the testbed run (§5.2):
+    # - median duration 281 s; Tiresias-L's median JCT is 27x shorter than
+    #   YARN-CS's with median queueing delays of 13 s and 7464 s (Table 4),
+    #   which puts the median duration near (7464 - 27·13) / 26 = 274 s;
+    # - mean SS duration 287 s; Bin 1's average JCT under Tiresias-L is 300 s;
+    # - mean duration 662 s; Tiresias-L's average JCT is 5.5x YARN-CS's
+    #   (Fig. 10; 5.11x simulated, §5.3.1) with average queueing delays of
+    #   963 s and 8146 s (Table 4): a mean of 630–790 s;
+    # - 480 jobs × 4 GPUs on average × 662 s = 1.27M GPU-s, 21,200 s of the
+    #   60 GPUs, under the 27,400–33,270 s makespans of §5.2.2.
+    # α = 0 (log-uniform, this generator's law before) has a 392 s median,
+    # a 358 s SS mean and a 952 s mean: 1.7x the work, makespans of 43–52k s.
+    duration_tail_alpha: float = 0.76
     duration_scale: float = 1.0
     id_prefix: str = "philly-"
 
@@ -302,6 +337,9 @@ class PhillyParams(_Params):
             "philly", "short_s_max", self.short_s_max, "duration_s_max", self.duration_s_max
         )
         _positive("philly.duration_scale", self.duration_scale)
+        alpha = self.duration_tail_alpha
+        if not (math.isfinite(alpha) and 0 <= alpha <= 10):
+            raise ValueError(f"philly.duration_tail_alpha must be in [0, 10], got {alpha!r}")
 
 
 def philly_jobs(params: PhillyParams, rng: random.Random) -> tuple[TraceJob, ...]:
@@ -313,10 +351,11 @@ def philly_jobs(params: PhillyParams, rng: random.Random) -> tuple[TraceJob, ...
     def draw(r: random.Random) -> tuple[int, str, float, int, BatchMode]:
         gpus = _pick(r, p.gpu_counts, p.gpu_weights)
         short_p = short_if_small if gpus <= p.small_gpus_max else short_if_large
+        alpha = p.duration_tail_alpha
         if r.random() < short_p:
-            duration_s = _log_uniform(r, p.duration_s_min, p.short_s_max)
+            duration_s = _bounded_pareto(r, p.duration_s_min, p.short_s_max, alpha)
         else:
-            duration_s = _log_uniform(r, p.short_s_max, p.duration_s_max)
+            duration_s = _bounded_pareto(r, p.short_s_max, p.duration_s_max, alpha)
         model = p.models[r.randrange(len(p.models))]
         return gpus, model, duration_s * p.duration_scale, 0, "static"
 

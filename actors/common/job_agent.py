@@ -41,7 +41,7 @@ from actors.common.messages import (
     AgentStop,
     AgentStopped,
 )
-from actors.policies.cluster.job_pace import run_time_us, work_after
+from actors.policies.cluster.job_pace import finish_at, saved_work, work_at
 from emulator.actor import RESEND_US, Actor, on
 from store.mast import fleet
 
@@ -106,14 +106,19 @@ class JobAgent(Actor):
         elapsed = self.now_us - self.running_since
         if p.pace is None:
             return min(p.work_us, self.start_us + elapsed)
-        done = work_after(self.start_us, elapsed, p.work_us, p.pace.mode, p.pace.slowdown)
-        return int(done)
+        # The run clock the reference engine keeps too (job_pace.segments).
+        done = work_at(
+            self.start_us, self.running_since, self.now_us, p.work_us, p.pace.mode, p.pace.slowdown
+        )
+        return saved_work(done)
 
     def _time_to_finish(self) -> int:
         p = self.params
-        if p.pace is None:
+        if p.pace is None or self.running_since is None:
             return max(0, p.work_us - self.start_us)
-        return run_time_us(self.start_us, p.work_us, p.work_us, p.pace.mode, p.pace.slowdown)
+        pace = p.pace
+        end = finish_at(self.start_us, self.running_since, p.work_us, pace.mode, pace.slowdown)
+        return end - self.now_us
 
     @on(_Up, _GangCheck)
     async def up(self, _: _Up | _GangCheck) -> None:
@@ -163,6 +168,11 @@ class JobAgent(Actor):
             self.cancel_timer(timer)
         progress = self._progress()
         was_running = self.running_since is not None
+        if self.params.pace is not None and self.running_since == self.now_us:
+            # A cluster-policy run stopped the instant it began training has
+            # nothing to save, and the reference engine charges no checkpoint
+            # then; MAST's jobs save one anyway (invariant 6 waits for it).
+            was_running = False
         self.running_since = None
         if msg.checkpoint and was_running:
             # Saved even without progress since the last one: a preempted job's

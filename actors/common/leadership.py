@@ -28,9 +28,15 @@ import msgspec
 
 from emulator.actor import Actor, on
 from emulator.commands import Envelope
-from emulator.units import Duration
+from emulator.errors import InputError
+from emulator.units import MS, at_least
 from store import leases
 from store.mast.queue import Fence
+
+# Lower bounds: every renewal is an event and a store write, so a period near
+# zero would keep a run at one instant.
+RenewPeriod = at_least(100 * MS)
+LeaseTtl = at_least(200 * MS)
 
 
 class LeaseTiming(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -41,12 +47,13 @@ class LeaseTiming(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     as often, but ask the store only when no live leader is known.
     """
 
-    ttl: Duration = Duration(30_000_000)
-    renew_every: Duration = Duration(10_000_000)
+    ttl: LeaseTtl = 30_000_000
+    # At least 100 ms: every renewal is an event and a store write.
+    renew_every: RenewPeriod = 10_000_000
 
     def __post_init__(self) -> None:
-        if not 0 < self.renew_every < self.ttl:
-            raise ValueError("renew_every must be positive and shorter than ttl")
+        if not self.renew_every < self.ttl:
+            raise InputError("", "renew_every", "must be shorter than ttl")
 
 
 class RenewLease(msgspec.Struct, frozen=True, tag=True):

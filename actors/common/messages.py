@@ -20,7 +20,7 @@ from typing import Literal
 
 import msgspec
 
-from actors.policies.cluster.api import BatchMode
+from actors.policies.cluster.api import Schedule
 from store.mast.records import JobSpec
 
 EndReason = Literal["done", "preempted", "failed", "aborted"]
@@ -42,16 +42,20 @@ class Pace(msgspec.Struct, frozen=True, kw_only=True):
     """How a cluster-policy job runs where it is placed (the performance model).
 
     `slowdown` is the placement tier's communication cost for the model and
-    `mode` its batch-size schedule (`actors/policies/cluster/job_pace.py`);
+    `mode` its batch-size schedule (`actors/policies/cluster/job_pace.py`): a
+    mode's name, or the job's own regimes (`TraceJob.schedule`);
     `restore_us` is spent before a resumed job makes progress (none on a
     first start) and `checkpoint_us` on the checkpoint a preemption saves.
+    `overhead_us` is spent before any run makes progress, a first one too
+    (`Semantics.restart_overhead_s`, Gavel's flat restart cost).
     MAST jobs have no pace: they run at full speed and set up containers.
     """
 
     slowdown: float = 1.0
-    mode: BatchMode = "static"
+    mode: Schedule = "static"
     restore_us: int = 0
     checkpoint_us: int = 0
+    overhead_us: int = 0
 
 
 class ExecutePlan(Msg):

@@ -10,25 +10,38 @@ rejected by the store, and the trace shows it.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
+from msgspec import Meta
 
 from emulator.actor import Actor, on
-from emulator.errors import CallTimeout
-from emulator.units import Duration
+from emulator.errors import CallTimeout, InputError
+from emulator.units import MS, at_least
 from store import kv, leases
 
 
 class CandidateParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    role: str
-    peers: list[str] = []
-    lease_ttl: Duration = Duration(10_000_000)
-    renew_every: Duration = Duration(3_000_000)
+    """A candidate for `role`: it renews its lease of `lease_ttl` every `renew_every`,
+    which must be shorter than `lease_ttl` (else the lease lapses between renewals)."""
+
+    role: Annotated[str, Meta(min_length=1, max_length=200)]
+    peers: Annotated[list[str], Meta(max_length=64)] = []
+    lease_ttl: at_least(200 * MS) = 10_000_000
+    # At least 100 ms: every renewal is an event and a store write.
+    renew_every: at_least(100 * MS) = 3_000_000
+
+    def __post_init__(self) -> None:
+        if not self.renew_every < self.lease_ttl:
+            raise InputError("", "renew_every", "must be shorter than lease_ttl")
 
 
 class ClientParams(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
-    role: str
-    every: Duration = Duration(30_000_000)
-    timeout: Duration = Duration(2_000_000)
+    """Sends a request to `role`'s leader every `every`, each waiting `timeout` for its answer."""
+
+    role: Annotated[str, Meta(min_length=1, max_length=200)]
+    every: at_least(100 * MS) = 30_000_000
+    timeout: at_least(MS) = 2_000_000
 
 
 class Tick(msgspec.Struct, frozen=True, tag=True):

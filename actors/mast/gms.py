@@ -148,6 +148,19 @@ class GlobalScheduler(LeaseHolder):
         if self.scan_timer is not None:
             self.cancel_timer(self.scan_timer)
         self.scan_timer = self.set_timer(self.params.first_scan, _Scan())
+        if self.bug("gms-reauctions-dispatching") and self.fence is not None:
+            # Seeded bug: a new leader takes a workload still DISPATCHING (its award
+            # stands, its region is starting it) for one its predecessor lost, and
+            # queues it again: the next pass auctions it a second time.
+            for entry in await self.store(queue.in_states, ("DISPATCHING",)):
+                await self.store(
+                    queue.transition,
+                    entry.id,
+                    ("DISPATCHING",),
+                    "PENDING",
+                    self.now_us,
+                    entry.auction_id,
+                )
 
     @on(Submitted)
     def submitted(self, _: Submitted) -> None:
@@ -198,6 +211,10 @@ class GlobalScheduler(LeaseHolder):
         now = self.now_us
         for region in self.params.regions:
             roles = self.region_roles[region]
+            if self.bug("gms-region-lost-ignores-cms"):
+                # Seeded bug: a region counts as dark once its RMS role is, though
+                # its CMs still lead and its jobs still run.
+                roles = roles[:1]
             if any(self.leader_of(role) is not None for role in roles):
                 continue
             since = 0
@@ -243,6 +260,10 @@ class GlobalScheduler(LeaseHolder):
             self.specs.update(fetched)
             self.sizes.update({wid: (s.gpus, s.cpu_machines) for wid, s in fetched.items()})
         now = self.now_us
+        if self.bug("gms-quota-ignores-running"):
+            # Seeded bug: the quota scan forgets what each tenant already runs, so
+            # a tenant at its quota gets its queued work ranked within quota again.
+            active = []
         rows, self.usage = scan_pass(
             self.usage, now, queued, active, self.sizes, self.quotas, self.params
         )

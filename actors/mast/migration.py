@@ -67,6 +67,8 @@ class MigrationService(LeaseHolder):
     async def on_start(self) -> None:
         self.running: dict[int, _Running] = {}
         self.by_flow: dict[int, int] = {}
+        # Copy → its bytes when a partition stopped it (`migration-cap-per-attempt` only).
+        self.cut_off: dict[int, int] = {}
         self.set_timer(self.params.settings.tick, _Tick())
         await self.lead("migration")
         await self._replan()
@@ -174,6 +176,10 @@ class MigrationService(LeaseHolder):
         settings = self.params.settings
         now = self.now_us
         moved = await self.store(copies.day_bytes, now // DAY_US)
+        if self.bug("migration-cap-per-attempt"):
+            # Seeded bug: today's bytes are counted per attempt of a copy, so what a
+            # copy moved before a partition cut it off is forgotten once it resumes.
+            moved = max(0, moved - sum(self.cut_off.values()))
         links = sorted({(c.src, c.dst) for c in live})
         snap = MigrationSnapshot(
             now_us=now,
@@ -194,6 +200,8 @@ class MigrationService(LeaseHolder):
             if not d.admitted:
                 if run is not None:
                     self._stop(copy_id)
+                    if d.reason == "link_down" and self.bug("migration-cap-per-attempt"):
+                        self.cut_off[copy_id] = row.bytes_done
                 continue
             if run is not None and run.base + run.nbytes > row.bytes_done + d.budget_bytes:
                 self._stop(copy_id)  # the budget shrank: restart it for what is allowed

@@ -54,7 +54,7 @@ from actors.mast.world import WorldModel
 from actors.policies.mast.ras import ClusterSpec, RasMachine, RasParams, assign_machines, kind_of
 from emulator.actor import Actor, on
 from emulator.sysmsg import HostDown, HostUp
-from emulator.units import Duration
+from emulator.units import MIN, Duration, at_least
 from store.mast import fleet
 from store.mast.records import DynamicCluster, Machine
 
@@ -81,18 +81,14 @@ class RasSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     """
 
     enabled: bool = False
-    interval: Duration = Duration(1_800_000_000)
-    first_pass: Duration = Duration(5_000_000)
+    interval: at_least(MIN) = 1_800_000_000
+    first_pass: Duration = 5_000_000
     buffer: bool = True
     share: Annotated[float, Meta(gt=0.0, le=1.0)] = 1.0
     non_ml: Counts = {}
     non_ml_regions: list[str] | None = None  # None: every region
     changes: Annotated[list[SpecChange], Meta(max_length=10_000)] = []
     time_limit_s: Annotated[float, Meta(gt=0.0, le=3600.0)] = 30.0
-
-    def __post_init__(self) -> None:
-        if self.interval <= 0:
-            raise ValueError("ras.interval must be positive")
 
 
 class RasActorParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

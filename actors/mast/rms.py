@@ -168,7 +168,9 @@ class RegionalScheduler(LeaseHolder):
             if live and entry.state == "DISPATCHING":
                 spec = await self.store(queue.spec, entry.id)
                 names = {j.name for j in spec.jobs} if spec is not None else set()
-                if names <= live.keys():
+                # Seeded bug `rms-takeover-adopts-partial-dispatch`: a new leader takes a
+                # dispatch with any job started for one whose whole gang started.
+                if names <= live.keys() or self.bug("rms-takeover-adopts-partial-dispatch"):
                     self.live[entry.id] = Live(entry.auction_id, live)
                     self._report(entry.auction_id, entry.id, True, "")
                 else:
@@ -184,7 +186,10 @@ class RegionalScheduler(LeaseHolder):
                 for job, cluster in sorted(live.items()):
                     self._stop(entry.id, job, cluster, "failed", checkpoint=True)
             elif live:
-                self.live[entry.id] = Live(entry.auction_id, live)
+                # Seeded bug `rms-rebuild-forgets-running`: a new leader adopts no
+                # running workload, so their ends go unheard.
+                if not self.bug("rms-rebuild-forgets-running"):
+                    self.live[entry.id] = Live(entry.auction_id, live)
             elif entry.state == "DISPATCHING":
                 self._report(entry.auction_id, entry.id, False, "RMS restarted mid-dispatch")
             else:
@@ -275,9 +280,15 @@ class RegionalScheduler(LeaseHolder):
             if job.cpu_machines and not self.has_cpu:
                 return abstain("no_hardware")
         tables = {t for job in msg.jobs for t in job.input_tables}
-        if not tables <= self.ready:
+        # Seeded bug `rms-skips-data-check`: bid without the workload's data here.
+        if not tables <= self.ready and not self.bug("rms-skips-data-check"):
             return abstain("no_data")
-        requests = [_request(msg.workload_id, job, msg.priority) for job in msg.jobs]
+        # Seeded bug `rms-preempts-equal-priority`: plan as one priority level higher
+        # than the workload's, so a job of its own priority may be chosen as a victim.
+        plan_priority = msg.priority
+        if self.bug("rms-preempts-equal-priority"):
+            plan_priority = max(0, plan_priority - 1)
+        requests = [_request(msg.workload_id, job, plan_priority) for job in msg.jobs]
         props = [ncache.SchedProps.from_request(r) for r in requests]
         hit = any(ncache.fails_fast(self.cache, p) for p in props)
         self.cache = ncache.count(self.cache, hit)
@@ -304,7 +315,10 @@ class RegionalScheduler(LeaseHolder):
         )
         self.tentative[msg.auction_id] = (msg, plan)
         if self.params.hold_ttl is not None:
-            self._hold(msg.auction_id)
+            # Seeded bug `rms-forgets-hold`: the hold is announced but never put in
+            # the view, so the next pipelined bid promises the same machines.
+            if not self.bug("rms-forgets-hold"):
+                self._hold(msg.auction_id)
             self.set_timer(self.params.hold_ttl, _HoldExpired(msg.auction_id))
             self.decision(
                 "rms.hold",
@@ -418,6 +432,10 @@ class RegionalScheduler(LeaseHolder):
                 ),
             )
         self.set_timer(self.params.dispatch_timeout, _DispatchTimeout(msg.auction_id))
+        if self.bug("rms-reports-preempting-dispatch-early") and plan.preempts:
+            # Seeded bug: a preempting dispatch is reported started as soon as its
+            # plans go out, while they still wait for the victims' checkpoints.
+            self._report(msg.auction_id, workload_id, True, "")
 
     @on(PlanResult)
     def plan_result(self, msg: PlanResult) -> None:
@@ -516,15 +534,22 @@ class RegionalScheduler(LeaseHolder):
                 self._stop(
                     msg.workload_id, job, cluster, msg.reason, checkpoint=msg.reason == "preempted"
                 )
-        if not live.clusters:
+        # Seeded bug `rms-ends-before-gang-stops`: report the workload ended as soon
+        # as one job of it did not finish, while the rest of its gang still runs.
+        early = live.ending is not None and self.bug("rms-ends-before-gang-stops")
+        if not live.clusters or early:
             del self.live[msg.workload_id]
+            reason = live.ending or "done"
+            if reason == "failed" and self.bug("rms-reports-failed-as-done"):
+                # Seeded bug: a gang that lost a job to a failure is reported done.
+                reason = "done"
             self.send_reliably(
                 "gms",
                 WorkloadEnded(
                     workload_id=msg.workload_id,
                     auction_id=live.auction_id,
                     region=self.params.region,
-                    reason=live.ending or "done",
+                    reason=reason,
                 ),
             )
 

@@ -26,6 +26,7 @@ from actors.mast.migration import MigrationService, MigrationServiceParams
 from actors.mast.ras import RasSettings, check_settings, ras_addresses, ras_wiring
 from actors.mast.rms import RegionalScheduler, RMSParams
 from actors.mast.tetris import Tetris, TetrisActorParams, tetris_inputs
+from actors.mast.validation import TABLES_MAX, TENANTS_MAX, WORKLOADS_MAX, check_mast
 from actors.mast.warehouse import build_warehouse
 from actors.mast.workload.csv_trace import read_csv_trace
 from actors.mast.workload.generator import GeneratorParams, generate, load_for_world
@@ -38,17 +39,18 @@ from actors.policies.mast.migration import MigrationSettings
 from actors.policies.mast.static_placement import colocate, spread
 from actors.policies.mast.tetris.settings import TetrisSettings
 from emulator.actor import Actor
-from emulator.errors import InputError
+from emulator.errors import InputError, InputWarning
 from emulator.net.specs import RegionSpec
 from emulator.registry import SystemBuild, actor_entry
 from emulator.rng import RngStreams
-from emulator.units import Duration
+from emulator.units import MS, Duration, S, at_least
 from store.mast import catalog, fleet, queue
 from store.mast.records import GPUS_PER_MACHINE, DataTable, Tenant, WorkloadSpec
 
 
 class ManualHomes(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Users' manual data placement (before Tetris): `share` of the tables live in `region`."""
+    """Users' manual data placement (before Tetris): `share` of the tables live in `region`
+    (a region of the world)."""
 
     region: str
     share: Annotated[float, Meta(ge=0.0, le=1.0)]
@@ -82,7 +84,7 @@ class AuctionSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     """
 
     pipeline: Annotated[int, Meta(ge=1, le=PIPELINE_MAX)] = 1
-    hold_ttl: Duration = Duration(30_000_000)
+    hold_ttl: at_least(MS) = 30_000_000
 
 
 class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -92,22 +94,24 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     # Scripted runs: an inline world, tenants, workloads and tables replace the
     # preset and the generator (each independently).
     world_model: WorldModel | None = None
-    tenant_list: list[Tenant] | None = None
-    workload_list: list[WorkloadSpec] | None = None
+    tenant_list: Annotated[list[Tenant], Meta(min_length=1, max_length=TENANTS_MAX)] | None = None
+    workload_list: Annotated[list[WorkloadSpec], Meta(max_length=WORKLOADS_MAX)] | None = None
     # A CSV trace (format: `actors.mast.workload.csv_trace.CSV_FORMAT`), relative to the
     # scenario file.
     workload_csv: str | None = None
-    table_list: list[DataTable] | None = None
-    tenants: int = 12
+    table_list: Annotated[list[DataTable], Meta(max_length=TABLES_MAX)] | None = None
+    tenants: Annotated[int, Meta(ge=1, le=TENANTS_MAX)] = 12
     # Arrival rate relative to the paper's per-GPU rate (1.0 = MAST-like load).
-    load: float = 1.0
+    load: Annotated[float, Meta(gt=0.0, le=1000.0)] = 1.0
     workload: GeneratorParams = GeneratorParams()
-    scan_interval: Duration = Duration(300_000_000)
-    auction_deadline: Duration = Duration(2_000_000)
+    # At least a second: every pass auctions the queue, so a pass every few
+    # microseconds keeps a run at one instant.
+    scan_interval: at_least(S) = 300_000_000
+    auction_deadline: at_least(MS) = 2_000_000
     # A region whose RMS and CMs all have had no leader this long is lost: the
     # GMS queues its running work again (`actors/mast/gms.py`).
-    region_lost_after: Duration = Duration(600_000_000)
-    checkpoint_cost: Duration = Duration(30_000_000)
+    region_lost_after: at_least(S) = 600_000_000
+    checkpoint_cost: Duration = 30_000_000
     credit: CreditParams = CreditParams()
     lease: LeaseTiming = LeaseTiming()
     replicas: Replicas = Replicas()
@@ -137,10 +141,6 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     ras: RasSettings = RasSettings()
 
     def __post_init__(self) -> None:
-        if self.tenants < 1:
-            raise InputError("", "tenants", "must be at least 1")
-        if not 0 < self.load <= 1000:
-            raise InputError("", "load", "must be in (0, 1000]")
         try:
             preset(self.world)
         except KeyError as error:
@@ -222,9 +222,9 @@ class MastSystem:
             + (["tetris/0"] if tetris.enabled else [])
         )
 
-    def check(self, params: MastParams, base_dir: Path) -> None:
-        if params.workload_csv is not None:
-            read_csv_trace(base_dir / params.workload_csv)
+    def check(self, params: MastParams, base_dir: Path) -> list[InputWarning]:
+        """Cross-check what the params refer to (`actors/mast/validation.py`)."""
+        return check_mast(params, self.world(params), base_dir)
 
     def generate(
         self, params: MastParams, seed: int, duration_us: int, base_dir: Path = Path()
@@ -439,6 +439,13 @@ def _record_facts(
     """The starting facts, for the invariant checkers (online and offline)."""
     record("tenants", {t.name: [t.priority, t.gpu_quota, t.cpu_quota] for t in tenants})
     record("machines", {m.host: [m.region, m.gpu_type, m.gpus] for m in fleet_machines})
+    # Which dynamic cluster holds each machine at the start: a job runs inside one
+    # cluster, so the liveness judge counts free capacity per cluster.
+    members: dict[str, list[str]] = {}
+    for m in fleet_machines:
+        if m.cluster is not None:
+            members.setdefault(m.cluster, []).append(m.host)
+    record("clusters", members)
     record("catalog", {t.name: sorted({t.home_region, *t.replicas}) for t in tables})
 
 

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from emulator.units import format_us
 
 EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+# The run reached its end (`duration` or `--until`) before its system's work
+# was done (a cluster trace with jobs left): clean, but its figures are partial.
+EXIT_CUT_SHORT = 3
+
+
+def run_exit_code(result: Any) -> int:
+    """`run`'s and `resume`'s exit code for a run that went to its end or was stopped."""
+    if result.status == "interrupted":
+        return EXIT_INTERRUPTED
+    if result.failed:
+        return EXIT_VIOLATION
+    return EXIT_CUT_SHORT if getattr(result, "cut_short", False) else EXIT_OK
 
 
 class Progress:
@@ -72,19 +85,24 @@ def actor_error_lines(errors: Sequence[Any], status: str, shown_max: int = 5) ->
     return lines
 
 
-def print_summary(result: Any, ref: str) -> None:
+def print_summary(result: Any, ref: str, system: Sequence[tuple[str, str]] = ()) -> None:
+    """The end of `run` and `resume`, for a person: how the run went, what its system did
+    (`system`: the reporter's `summary` rows), what to run next, and last the trace
+    hash (`trace-hash: HEX`, which tools parse)."""
     # "events" are trace events, as replay/check/export count them; "steps" are
     # the kernel's heap events (a delivery is one of each; a store write only a trace event).
     rate = result.trace_events / result.wall_s if result.wall_s > 0 else 0.0
+    bugs = len(result.actor_errors)
     rows = [
         ("status", result.status),
         ("emulated", format_us(result.end_t_us)),
+        *system,
+        ("violations", f"{len(result.violations):,}"),
+        ("actor crashes", f"{result.crashes:,} ({bugs:,} on a bug of the actor's own)"),
+        ("fault windows", f"{len(result.fault_windows)}"),
         ("events", f"{result.trace_events:,} ({rate:,.0f}/s wall)"),
         ("kernel steps", f"{result.events:,}"),
-        ("deliveries", f"{result.deliveries:,}"),
-        ("drops", f"{result.drops:,}"),
-        ("crashes", f"{result.crashes:,}"),
-        ("fault windows", f"{len(result.fault_windows)}"),
+        ("deliveries", f"{result.deliveries:,} ({result.drops:,} dropped)"),
         ("wall time", f"{result.wall_s:.2f}s"),
     ]
     if result.lag_s_max is not None:
@@ -96,6 +114,15 @@ def print_summary(result: Any, ref: str) -> None:
         print(f"VIOLATION {invariant} at #{seq} ({format_us(t_us)}): {message}")
     for line in actor_error_lines(result.actor_errors, result.status):
         print(line)
+    if getattr(result, "cut_short", False):
+        print(
+            f"CUT SHORT at {format_us(result.end_t_us)}: the run ended before its work was "
+            "done (jobs left unfinished); raise `duration` (or --until) for complete figures"
+        )
     if result.failed:
         print(f"reproduce: mastemu run {ref} --seed {result.seed}")
+    db = shlex.quote(str(result.out))
+    print(f"next: mastemu report {db}    (metrics; --html DIR for plots)")
+    print(f"      mastemu check {db}     (invariants again, and liveness)")
+    print(f"      mastemu export {db} --format chrome --out trace.json    (Perfetto)")
     print(f"trace-hash: {result.trace_hash}")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import csv
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from emulator.cli.args import output_file, output_folder
 from emulator.cli.output import EXIT_OK, EXIT_VIOLATION
 from emulator.errors import InputError
 from emulator.units import format_us
@@ -18,9 +20,48 @@ def cmd_list(args: argparse.Namespace) -> int:
     from emulator.registry import builtin_scenarios
     from emulator.run.scenario import load_scenario_file
 
+    if args.bugs:
+        return _list_bugs(args.json)
+    listed = []
     for name, path in builtin_scenarios().items():
         scenario, _ = load_scenario_file(path)
+        listed.append((name, scenario))
+    if args.json:
+        rows = [
+            {"name": n, "duration_s": s.duration / 1e6, "description": s.description}
+            for n, s in listed
+        ]
+        print(json.dumps(rows, sort_keys=True))
+        return EXIT_OK
+    for name, scenario in listed:
         print(f"{name:<24} {format_us(scenario.duration):>14}  {scenario.description}")
+    return EXIT_OK
+
+
+def _list_bugs(as_json: bool) -> int:
+    """`list --bugs`: the seeded protocol bugs (emulator/bugs.py), shallow first."""
+    from emulator.bugs import DEPTHS, known_bugs
+    from emulator.registry import load_plugins
+
+    load_plugins()
+    bugs = sorted(known_bugs().values(), key=lambda b: (DEPTHS.index(b.depth), b.name))
+    if as_json:
+        rows = [
+            {
+                "name": b.name,
+                "depth": b.depth,
+                "invariant": b.invariant,
+                "witness": str(b.witness) if b.witness else None,
+                "description": b.description,
+                "chaos_caught": b.chaos_caught,
+                "chaos_seeds_tried": b.chaos_seeds_tried,
+            }
+            for b in bugs
+        ]
+        print(json.dumps(rows, sort_keys=True))
+        return EXIT_OK
+    for b in bugs:
+        print(f"{b.name:<36} {b.depth:<8} {b.invariant:<18} {b.description}")
     return EXIT_OK
 
 
@@ -47,6 +88,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
     text = json.dumps(scenario_json_schema(), indent=2, sort_keys=True)
     if args.out:
+        output_file(args.out)
         try:
             args.out.write_text(text + "\n", encoding="utf-8")
         except OSError as error:
@@ -59,8 +101,22 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def open_run(path: Path) -> None:
-    if not path.is_file():
-        raise InputError(str(path), "", "no such run database")
+    """Refuse a missing, foreign or damaged run database (StoreError, exit 2) before reading."""
+    from store.verify import verify_run
+
+    verify_run(path)
+
+
+def status_now(db: Path, status: str) -> str:
+    """A run's status as people should read it: "running" only while a process writes it."""
+    from store.lock import holder
+
+    if status != "running":
+        return status
+    writer = holder(db)
+    if writer is not None:
+        return f"running ({writer.describe()})"
+    return "killed before it finished (`mastemu resume` continues it)"
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -78,7 +134,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     from emulator.run.replay import export
 
     open_run(args.db)
-    return asyncio.run(export(args.db, fmt=args.format, out=args.out))
+    if args.out is not None:
+        output_file(args.out)
+    return asyncio.run(export(args.db, fmt=args.format, out=args.out, level=args.level))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -87,7 +145,18 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     load_plugins()  # the system's checkers (MAST's) are registered by its plugin
     open_run(args.db)
-    return asyncio.run(check(args.db))
+    return asyncio.run(check(args.db, as_json=args.json))
+
+
+def _bug_names(text: str | None) -> list[str] | None:
+    """`--bugs a,b`: registered names only (exit 2 naming the unknown one)."""
+    if text is None:
+        return None
+    from emulator.bugs import check_bugs
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    check_bugs(names, "--bugs")
+    return names
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -100,7 +169,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         result = bench_kernel(span_us=args.span)
     elif args.target in BENCHES:
         result = BENCHES[args.target](
-            {"span_us": args.span, "seeds": args.seeds, "jobs": args.jobs}
+            {
+                "span_us": args.span,
+                "seeds": args.seeds,
+                "jobs": args.jobs,
+                "cluster": getattr(args, "cluster", None),
+                "budget_s": getattr(args, "budget_s", None),
+                "repetitions": getattr(args, "repetitions", None),
+                "bugs": _bug_names(getattr(args, "bugs", None)),
+            }
         )
     else:
         known = ", ".join(["kernel", *sorted(BENCHES)])
@@ -129,10 +206,52 @@ def reporter_for(db: Path) -> Any:
     return reporter
 
 
+def system_summary(db: Path) -> list[tuple[str, str]]:
+    """The run's system's rows for the end of `run` (its reporter's `summary`), if it has any."""
+    try:
+        reporter = reporter_for(db)
+    except InputError:
+        return []
+    summary = getattr(reporter, "summary", None)
+    return asyncio.run(summary(db)) if summary is not None else []
+
+
+def write_job_rows(path: Path, rows: Any, db: Path) -> None:
+    """`report --jobs FILE.csv`: the report's per-job rows, columns in the report's order.
+
+    A value the job never had (an end it did not reach) is an empty cell.
+    """
+    if not isinstance(rows, list):
+        raise InputError(
+            str(db), "", "no per-job rows in this run's report (cluster runs have them)"
+        )
+    try:
+        with path.open("w", newline="", encoding="utf-8") as out:
+            if rows:
+                writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows({k: "" if v is None else v for k, v in r.items()} for r in rows)
+    except OSError as error:
+        raise InputError(str(path), "", f"cannot write: {error.strerror or error}") from None
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    from emulator.run.runner import recorded_warnings
+
     open_run(args.db)
+    if args.html:
+        output_folder(args.html)
+    if args.jobs:
+        output_file(args.jobs)
     reporter = reporter_for(args.db)
     report = asyncio.run(reporter.report(args.db))
+    if args.jobs:
+        write_job_rows(args.jobs, report.get("jobs"), args.db)
+    if isinstance(report.get("status"), str):
+        report["status"] = status_now(args.db, report["status"])
+    # Input the run accepted but warned about when it started (a job no region holds).
+    warnings = [str(w) for w in asyncio.run(recorded_warnings(args.db))]
+    report["warnings"] = warnings
     if args.html:
         page = reporter.render_html(report, args.db, args.html)
         print(f"html: {page}", file=sys.stderr)
@@ -140,4 +259,6 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(json.dumps(report, sort_keys=True))
     else:
         print(reporter.render_text([report]))
+        for warning in warnings:
+            print(f"warning: {warning}")
     return EXIT_VIOLATION if report.get("invariant_violations") else EXIT_OK

@@ -82,6 +82,7 @@ class Network:
         self.rules: list[LinkRule] = []
         self._rule_seq = 0
         self._faulty = False
+        self._fixed_latency_us: int | None = None  # `fix_latency`
 
     # ---- topology queries --------------------------------------------
     def has_host(self, host: str) -> bool:
@@ -110,6 +111,8 @@ class Network:
         return link
 
     def _make_link(self, src: str, dst: str) -> tuple[int, int, random.Random]:
+        if self._fixed_latency_us is not None:
+            return self._fixed_latency_us, 0, self._rng.stream("link", src, dst)
         spec = self.spec
         p, q = self.topology.places[src], self.topology.places[dst]
         if src == dst:
@@ -125,6 +128,19 @@ class Network:
         base = max(1, round(base_ms * MS))
         jitter = round(base * spec.jitter_fraction)
         return base, jitter, self._rng.stream("link", src, dst)
+
+    def fix_latency(self, latency_us: int) -> None:
+        """Every message between any two hosts takes exactly `latency_us`, no jitter.
+
+        0 delivers a message at the instant it is sent: a system that wants its
+        control plane out of the picture (a cluster run compared event by event
+        with its reference engine) asks for it through `SystemBuild`. Link
+        faults (delay, loss, partitions) still apply on top.
+        """
+        if latency_us < 0:
+            raise ValueError(f"latency must be >= 0 µs, got {latency_us}")
+        self._fixed_latency_us = latency_us
+        self._latency.clear()
 
     def set_link_latency(self, src: str, dst: str, low_us: int, high_us: int) -> None:
         """Pin a host pair's latency to a uniform range (benchmarks, tests)."""

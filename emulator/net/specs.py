@@ -53,6 +53,7 @@ class NetworkSpec(Spec, kw_only=True):
     cross_dc_ms: PositiveMs = 2.0
     cross_region_ms_min: PositiveMs = 30.0
     cross_region_ms_max: PositiveMs = 150.0
-    jitter_fraction: Annotated[float, Meta(ge=0.0, le=10.0)] = 0.1
+    # Latency varies by up to this share of its base, either way.
+    jitter_fraction: Probability = 0.1
     wan_pair_gbps: Gbps = 100.0
     region_pairs: list[RegionPairSpec] = []

@@ -1,4 +1,5 @@
-"""Reading a run back: step-by-step replay, JSON Lines and Chrome/Perfetto export,
+"""Reading a run back: step-by-step replay, JSON Lines and Chrome/Perfetto export
+(`chrome.py`),
 and the offline invariant check.
 """
 
@@ -6,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -16,13 +17,19 @@ from emulator.errors import InputError
 from emulator.invariants import check_events, make_checkers
 from emulator.kernel import ActorError
 from emulator.liveness import judge_liveness, liveness_lines
+from emulator.registry import EXPORTERS, Exporter, load_plugins
+from emulator.run.chrome import GenericExport, write_chrome
+from emulator.run.coverage import system_kind
 from emulator.run.runner import failing_errors
-from emulator.run.scenario import decode_scenario
-from emulator.trace import TraceEvent, fault_key
+from emulator.run.scenario import decode_scenario, parse_raw
+from emulator.run.stepper import status_for, step_through
+from emulator.sometimes import catalogue, coverage_json, coverage_lines, merge, tally
+from emulator.trace import MESSAGE_KINDS, TraceEvent
 from emulator.units import format_us
-from store import Store, StoreError
+from store import Store
 from store.runs import get_run_meta
 from store.trace import iter_trace
+from store.verify import verify_run
 
 _JSON = msgspec.json.Encoder(order="deterministic")
 
@@ -39,11 +46,9 @@ def _jsonable(obj: Any) -> Any:
 
 
 async def _open_run(db: Path) -> Store:
-    """Open a run database that holds a run (its metadata row), or raise InputError."""
-    try:
-        store = await Store.open(db)
-    except StoreError as error:
-        raise InputError(str(db), "", str(error)) from None
+    """Open a whole run database (`store/verify.py`); StoreError says what is wrong if not."""
+    verify_run(db)
+    store = await Store.open(db)
     try:
         if await get_run_meta(store) is None:
             raise InputError(str(db), "", "no run metadata: not a finished or started run")
@@ -103,22 +108,34 @@ async def replay(
 ) -> int:
     out = out or sys.stdout
     stdin = stdin or sys.stdin
+    if step:
+        # Keys, a status line and 100 columns: `emulator/run/stepper.py`.
+        status = await status_for(db)
+        return await step_through(
+            _events(db, t_from, t_to), status, out=out, stdin=stdin, grep=grep
+        )
     async for event in _events(db, t_from, t_to):
         line = format_event(event)
         if grep and grep not in line:
             continue
         out.write(line + "\n")
-        if step:
-            out.flush()
-            if stdin.readline() == "":
-                break
     return 0
 
 
 # ---- export --------------------------------------------------------------
-async def export(db: Path, *, fmt: str, out: Path | None = None) -> int:
+async def export(db: Path, *, fmt: str, out: Path | None = None, level: str = "messages") -> int:
+    """Write the run's trace as JSON Lines, or as a Chrome trace grouped by its system.
+
+    `level` (chrome only): "messages" draws every delivery as an arrow;
+    "decisions" leaves the message traffic out, for a small file.
+    """
     # Check the run database before creating (or truncating) the output file.
-    await (await _open_run(db)).close()
+    store = await _open_run(db)
+    try:
+        meta = await get_run_meta(store)
+    finally:
+        await store.close()
+    assert meta is not None  # _open_run checked
     try:
         handle = out.open("w", encoding="utf-8") if out else sys.stdout
     except OSError as error:
@@ -130,142 +147,25 @@ async def export(db: Path, *, fmt: str, out: Path | None = None) -> int:
                 row["payload"] = _jsonable(row["payload"])
                 handle.write(_JSON.encode(row).decode() + "\n")
         else:
-            events = [e async for e in _events(db)]
-            json.dump({"traceEvents": list(chrome_events(events)), "displayTimeUnit": "ms"}, handle)
-            handle.write("\n")
+            # Timers are how actors wake themselves: no export shows them.
+            left_out = {"timer"} | (MESSAGE_KINDS if level == "decisions" else set())
+            events = [e async for e in _events(db) if e.kind not in left_out]
+            exporter = _exporter(meta.scenario_text, db)
+            write_chrome(handle, exporter.chrome_events(events, level))
     finally:
         if out:
             handle.close()
     return 0
 
 
-def chrome_events(events: list[TraceEvent]) -> Iterator[dict[str, Any]]:
-    """Chrome trace event format (opens in Perfetto): one track per actor,
-    deliveries as flow arrows from the sender's track to the receiver's,
-    fault windows as slices on a `faults` track."""
-    tids: dict[str, int] = {"faults": 1}
-
-    def tid(name: str) -> int:
-        if name not in tids:
-            tids[name] = len(tids) + 1
-        return tids[name]
-
-    body: list[dict[str, Any]] = []
-    # (action, identity) → (start, slice name) of fault windows not yet ended.
-    open_faults: dict[tuple[str, str], tuple[int, str]] = {}
-    end_t = events[-1].t_us if events else 0
-
-    def close(key: tuple[str, str], t_us: int) -> None:
-        opened = open_faults.pop(key, None)
-        if opened is not None:
-            t0, name = opened
-            body.append(
-                {"ph": "X", "name": name, "pid": 1, "tid": 1, "ts": t0, "dur": max(1, t_us - t0)}
-            )
-
-    for e in events:
-        if e.kind == "deliver" and isinstance(e.payload, dict):
-            sent = int(e.payload.get("sent_us", e.t_us))
-            args = {"msg": _jsonable(_message_of(e))}
-            body.append(
-                {
-                    "ph": "X",
-                    "name": f"send {e.type}",
-                    "pid": 1,
-                    "tid": tid(e.src),
-                    "ts": sent,
-                    "dur": 1,
-                }
-            )
-            body.append(
-                {
-                    "ph": "s",
-                    "id": e.seq,
-                    "name": e.type,
-                    "cat": "msg",
-                    "pid": 1,
-                    "tid": tid(e.src),
-                    "ts": sent,
-                }
-            )
-            body.append(
-                {
-                    "ph": "X",
-                    "name": e.type,
-                    "pid": 1,
-                    "tid": tid(e.dst),
-                    "ts": e.t_us,
-                    "dur": 1,
-                    "args": args,
-                }
-            )
-            body.append(
-                {
-                    "ph": "f",
-                    "bp": "e",
-                    "id": e.seq,
-                    "name": e.type,
-                    "cat": "msg",
-                    "pid": 1,
-                    "tid": tid(e.dst),
-                    "ts": e.t_us,
-                }
-            )
-        elif e.kind == "fault":
-            if "." in e.type:
-                action, _, phase = e.type.rpartition(".")
-                payload = e.payload
-            else:  # the kernel's own `down`/`up` of a node (named in dst)
-                action, payload = "down", {"node": e.dst}
-                phase = "start" if e.type == "down" else "end"
-            ident = _JSON.encode(fault_key(payload)).decode()
-            name = f"{action} {ident}"
-            if action in _LINK_RULES:
-                # Loss/duplicate/delay windows are matched by their rule id.
-                ident = _JSON.encode(payload.get("rule")).decode()
-            if action == "restart":
-                body.append({"ph": "i", "name": name, "pid": 1, "tid": 1, "ts": e.t_us, "s": "t"})
-            elif phase == "start":
-                open_faults[(action, ident)] = (e.t_us, name)
-            elif action in ("heal", "final-heal"):
-                for key in sorted(open_faults):
-                    if key[0] == "partition" or key[0] in _LINK_RULES:
-                        close(key, e.t_us)
-            else:
-                close((action, ident), e.t_us)
-        elif e.kind in ("unpause", "crash"):
-            # A pause has no `pause.end`: it ends when the kernel unfreezes the
-            # actor (or when the actor crashes, which cancels the unfreeze).
-            close(("pause", _JSON.encode(e.dst).decode()), e.t_us)
-        if e.kind in ("crash", "restart", "start", "pause", "drop", "violation", "decision"):
-            track = e.dst or e.src or "kernel"
-            body.append(
-                {
-                    "ph": "i",
-                    "name": f"{e.kind} {e.type}".strip(),
-                    "pid": 1,
-                    "tid": tid(track),
-                    "ts": e.t_us,
-                    "s": "t",
-                    "args": {"payload": _jsonable(_message_of(e))},
-                }
-            )
-    for key in sorted(open_faults):
-        close(key, end_t)
-    yield {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "mastemu"}}
-    for name, number in sorted(tids.items(), key=lambda kv: kv[1]):
-        yield {"ph": "M", "name": "thread_name", "pid": 1, "tid": number, "args": {"name": name}}
-        yield {
-            "ph": "M",
-            "name": "thread_sort_index",
-            "pid": 1,
-            "tid": number,
-            "args": {"sort_index": number},
-        }
-    yield from body
-
-
-_LINK_RULES = ("loss", "duplicate", "delay")
+def _exporter(scenario_text: str, db: Path) -> Exporter:
+    """The exporter of the run's system (registered by its plugin), else the generic one."""
+    load_plugins()
+    raw = parse_raw(scenario_text, f"{db} (stored scenario)")
+    system = raw.get("system") if isinstance(raw, dict) else None
+    kind = system.get("kind", "") if isinstance(system, dict) else ""
+    found = EXPORTERS.get(kind) if isinstance(kind, str) else None
+    return found if found is not None else GenericExport()
 
 
 async def run_meta(db: Path) -> Any:
@@ -278,8 +178,14 @@ async def run_meta(db: Path) -> Any:
 
 
 # ---- offline check -----------------------------------------------------------
-async def check(db: Path, out: TextIO | None = None) -> int:
-    """Re-run the scenario's invariant checkers over the recorded trace."""
+async def check(db: Path, out: TextIO | None = None, *, as_json: bool = False) -> int:
+    """Re-run the scenario's invariant checkers over the recorded trace; 1 if any fails.
+
+    Prints the violations, the actor errors, the liveness verdict and the
+    sometimes properties the run reached (`emulator.sometimes`), as text or
+    (`as_json`) as one JSON object: {"events", "checkers", "violations",
+    "actor_errors", "liveness", "sometimes", "reproduce", "status"}.
+    """
     out = out or sys.stdout
     store = await _open_run(db)
     try:
@@ -291,29 +197,60 @@ async def check(db: Path, out: TextIO | None = None) -> int:
     checkers = make_checkers(scenario.invariants.enabled)
     events = [e async for e in _events(db)]
     found = check_events(events, checkers)
-    for seq, t_us, invariant, message in found:
-        out.write(f"VIOLATION {invariant} at #{seq} ({format_us(t_us)}): {message}\n")
-    if found:
-        out.write(f"reproduce: mastemu run {meta.scenario_name} --seed {meta.seed}\n")
     errors = actor_errors(events)
     failing = failing_errors(errors, scenario.invariants.tolerate_errors)
+    reproduce = f"mastemu run {meta.scenario_name} --seed {meta.seed}"
+    verdicts = judge_liveness(events)
+    system = system_kind(scenario.system)
+    cover = merge([tally(events, system)], catalogue(system))
+    failed = bool(found or failing)
+    if as_json:
+        result = {
+            "sometimes": coverage_json(cover),
+            "status": meta.status,
+            "events": len(events),
+            "checkers": [c.name for c in checkers],
+            "violations": [
+                {"seq": seq, "t_us": t_us, "invariant": invariant, "message": message}
+                for seq, t_us, invariant, message in found
+            ],
+            "actor_errors": [
+                {
+                    "seq": e.seq,
+                    "t_us": e.t_us,
+                    "actor": e.address,
+                    "error": e.error,
+                    "message": e.message,
+                    "tolerated": e not in failing,
+                }
+                for e in errors
+            ],
+            "liveness": [v.to_json() for v in verdicts],
+            "reproduce": reproduce if failed else None,
+        }
+        out.write(json.dumps(result, sort_keys=True) + "\n")
+        return 1 if failed else 0
+    for seq, t_us, invariant, message in found:
+        out.write(f"VIOLATION {invariant} at #{seq} ({format_us(t_us)}): {message}\n")
     for e in errors:
         what = "ACTOR ERROR" if e in failing else "actor error (tolerated)"
         out.write(
             f"{what} at #{e.seq} ({format_us(e.t_us)}): {e.address} died on {e.error}: "
             f"{e.message}\n"
         )
-    if found or failing:
-        out.write(f"reproduce: mastemu run {meta.scenario_name} --seed {meta.seed}\n")
+    if failed:
+        out.write(f"reproduce: {reproduce}\n")
     names = ", ".join(c.name for c in checkers) or "none"
     out.write(
         f"checked {len(events)} events against {names}: {len(found)} violation(s), "
         f"{len(failing)} actor error(s)\n"
     )
     # Liveness is reported, not enforced: the exit code stays that of the invariants.
-    for line in liveness_lines(judge_liveness(events)):
+    for line in liveness_lines(verdicts):
         out.write(line + "\n")
-    return 1 if found or failing else 0
+    for line in coverage_lines(cover, 1, unit="run"):
+        out.write(line + "\n")
+    return 1 if failed else 0
 
 
 def actor_errors(events: Iterable[TraceEvent]) -> list[ActorError]:

@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 
 from emulator.actor import Actor
-from emulator.errors import InputError
+from emulator.errors import InputError, InputWarning
 from emulator.invariants import OnlineChecking, make_checkers
 from emulator.kernel import ActorError, Kernel, KernelOptions
 from emulator.net.network import Network, build_network
@@ -51,9 +51,10 @@ from emulator.run.scenario import Fault, Scenario, check_references, decode_para
 from emulator.trace import Tracer
 from emulator.units import parse_duration_us
 from store import Store
+from store.lock import run_lock
 from store.migrations import APPLICATION_ID
 from store.runs import RunMeta, finish_run, put_run_meta, record_violation
-from store.trace import MetricWriter, TraceWriter
+from store.trace import MetricWriter, TraceWriter, iter_trace
 
 
 def package_version() -> str:
@@ -84,6 +85,8 @@ class RunResult:
     fault_windows: list[tuple[int, int | None, str]] = field(default_factory=list)
     # Actors that died on an exception of their own (a tolerated type included).
     actor_errors: list[ActorError] = field(default_factory=list)
+    # The run reached its end before its system's work was done (`Kernel.cut_short`).
+    cut_short: bool = False
 
     @property
     def failed(self) -> bool:
@@ -102,6 +105,9 @@ class RunPlan:
     roles: list[str]
     system: System | None = None
     system_params: Any = None
+    # Accepted but suspicious input (`InputWarning`, paths below the scenario): `run`
+    # prints them and the run records them at t=0 (`input-warning` setup events).
+    warnings: list[InputWarning] = field(default_factory=list)
 
 
 def plan_run(scenario: Scenario, text: str, source: str) -> RunPlan:
@@ -110,7 +116,7 @@ def plan_run(scenario: Scenario, text: str, source: str) -> RunPlan:
     Raises InputError naming the key path if anything is wrong.
     """
     load_plugins()
-    system, system_params, scenario = _plan_system(scenario, source)
+    system, system_params, scenario, warnings = _plan_system(scenario, source)
     actors = []
     roles: set[str] = set()
     for i, spec in enumerate(scenario.actors):
@@ -134,13 +140,15 @@ def plan_run(scenario: Scenario, text: str, source: str) -> RunPlan:
             raise InputError(
                 source, f"invariants.enabled[{i}]", f"unknown invariant {name!r}"
             ) from None
-    return RunPlan(scenario, text, source, actors, sorted(roles), system, system_params)
+    return RunPlan(scenario, text, source, actors, sorted(roles), system, system_params, warnings)
 
 
-def _plan_system(scenario: Scenario, source: str) -> tuple[System | None, Any, Scenario]:
+def _plan_system(
+    scenario: Scenario, source: str
+) -> tuple[System | None, Any, Scenario, list[InputWarning]]:
     """Validate `[system]` and give the scenario the system's regions as its world."""
     if not scenario.system:
-        return None, None, scenario
+        return None, None, scenario, []
     raw = dict(scenario.system)
     kind = raw.pop("kind")
     system = SYSTEMS.get(kind)
@@ -149,7 +157,7 @@ def _plan_system(scenario: Scenario, source: str) -> tuple[System | None, Any, S
         raise InputError(source, "system.kind", f"unknown system {kind!r} ({known})")
     params = decode_params(system.Params, raw, source, "system")
     try:
-        system.check(params, _base_dir(source))
+        warnings = list(system.check(params, _base_dir(source)) or ())
     except InputError as error:
         raise error.within(source, "system") from None
     except ValueError as error:
@@ -159,7 +167,7 @@ def _plan_system(scenario: Scenario, source: str) -> tuple[System | None, Any, S
         regions = regions + list(scenario.world.regions)
     scenario = msgspec.structs.replace(scenario, world=WorldSpec(regions=regions))
     check_references(scenario, source, system.addresses(params))
-    return system, params, scenario
+    return system, params, scenario, warnings
 
 
 def _base_dir(source: str) -> Path:
@@ -168,24 +176,65 @@ def _base_dir(source: str) -> Path:
     return path.parent if path.is_file() else Path.cwd()
 
 
+def system_base_dir(plan: RunPlan) -> Path:
+    """Where the plan's system resolves relative file names (its scenario's folder)."""
+    return _base_dir(plan.source)
+
+
 def _factory(cls: type[Actor], address: str, params: Any) -> Callable[[], Actor]:
     return lambda: cls(address, params)
 
 
-def check_replaceable(out: Path) -> None:
-    """A run deletes the file at `out` first: refuse unless it is an old run database."""
+# The setup event that records one `InputWarning` of the plan.
+INPUT_WARNING = "input-warning"
+
+
+async def recorded_warnings(db: Path) -> list[InputWarning]:
+    """The input warnings a run recorded when it started (setup events at t=0)."""
+    found: list[InputWarning] = []
+    async with Store.open_ctx(db) as store:
+        async for row in iter_trace(store, t_to_us=1, kinds=["setup"]):
+            if row.type == INPUT_WARNING and isinstance(row.payload, dict):
+                found.append(
+                    InputWarning(
+                        str(row.payload.get("path", "")), str(row.payload.get("message", ""))
+                    )
+                )
+    return found
+
+
+def check_replaceable(out: Path, replace: bool = True) -> None:
+    """Refuse to replace `out` unless it is an old run database (and `replace` allows it).
+
+    A run deletes the file at `out` first, so anything else there (a file of
+    the user's, a device such as /dev/null, a folder) is refused, and so is a
+    run database unless the user said so (`run --force`).
+    """
     if out.is_dir():
-        raise InputError(str(out), "", "is a directory, not a run database")
+        raise InputError(str(out), "", "is a folder, not a run database")
+    if out.exists() and not out.is_file():
+        raise InputError(str(out), "", "is not a regular file; give a file name for the run")
     if not out.is_file() or out.stat().st_size == 0:
         return
     app_id = None
+    meta: tuple[Any, ...] | None = None
     # Read-only, and through SQLite itself: a killed run's header lives in its WAL.
     with contextlib.suppress(sqlite3.Error):
         uri = out.resolve().as_uri() + "?mode=ro"
         with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
             app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            meta = conn.execute(
+                "SELECT scenario_name, seed, status FROM run_meta WHERE id = 1"
+            ).fetchone()
     if app_id != APPLICATION_ID:
         raise InputError(str(out), "", "exists and is not a mastemu run database; not replacing it")
+    if not replace:
+        what = f" (a run of {meta[0]}, seed {meta[1]}, {meta[2]})" if meta else ""
+        raise InputError(
+            str(out),
+            "",
+            f"a run database exists{what}; use --force to replace it, or --out another file",
+        )
 
 
 def remove_run_files(out: Path) -> None:
@@ -203,11 +252,38 @@ async def execute(
     progress: Callable[[Kernel], None] | None = None,
     handle_signals: bool = False,
     on_kernel: Callable[[Kernel], None] | None = None,
+    replace: bool = True,
+    command: str | None = None,
 ) -> RunResult:
-    """Run a planned scenario to its end (or `until_us`) and return the result."""
+    """Run a planned scenario to its end (or `until_us`) and return the result.
+
+    The run holds its database's lock (`store/lock.py`) from before it looks
+    at `out` until the database is closed: another process writing it is
+    refused (StoreError naming it), and so is an existing run database
+    unless `replace` (InputError). `command` is what the lock says runs.
+    """
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(str(out), "", f"cannot create its folder: {error.strerror}") from None
+    with run_lock(out, command):
+        check_replaceable(out, replace)
+        remove_run_files(out)
+        return await _execute(plan, seed, out, speed, until_us, progress, handle_signals, on_kernel)
+
+
+async def _execute(
+    plan: RunPlan,
+    seed: int,
+    out: Path,
+    speed: float | None,
+    until_us: int | None,
+    progress: Callable[[Kernel], None] | None,
+    handle_signals: bool,
+    on_kernel: Callable[[Kernel], None] | None,
+) -> RunResult:
     scenario = plan.scenario
     end_us = run_end_us(scenario, until_us)
-    remove_run_files(out)
     wall0 = time.perf_counter()
     async with Store.open_ctx(out, schema_parts()) as store:
         await put_run_meta(
@@ -218,7 +294,10 @@ async def execute(
                 seed=seed,
                 version=package_version(),
                 mode="virtual" if speed is None else f"scaled x{speed:g}",
-                until_us=until_us if until_us is not None and until_us < end_us else None,
+                # Stored only when it cuts the scenario short: `resume` stops there too.
+                until_us=until_us
+                if until_us is not None and until_us < scenario.duration
+                else None,
             ),
         )
         # From here on the emulated state and the trace commit together.
@@ -235,8 +314,20 @@ async def execute(
         roles = list(plan.roles)
         for address, host, start_us, factory in plan.actors:
             kernel.spawn(address, host, factory, at_us=start_us)
+        for warning in plan.warnings:
+            tracer.record(
+                0,
+                "setup",
+                "",
+                "",
+                "input-warning",
+                {"path": warning.path, "message": warning.message},
+            )
         build = build_system(plan, seed)
         if build is not None:
+            if build.message_latency_us is not None:
+                network.fix_latency(build.message_latency_us)
+            kernel.ends_when_done = build.ends_when_done
             await build.setup(
                 store, lambda type_, payload: tracer.record(0, "setup", "", "", type_, payload)
             )
@@ -289,6 +380,7 @@ def make_kernel(
             restarts_max=ks.restarts_max,
             mailbox_len_max=ks.mailbox_len_max,
             stop_on_violation=scenario.invariants.stop_on_violation,
+            bugs=frozenset(scenario.bugs),
         ),
         pacer=Pacer(speed) if speed is not None else None,
         metrics=MetricWriter(store),
@@ -403,6 +495,9 @@ async def drive(
             kernel.stop_all()
             checking.finish()
             status = ending_status(kernel, tolerated)
+            if kernel.cut_short:
+                # Its work was not done: the figures cover only what was.
+                tracer.record(kernel.now_us, "run", "", "", "cut-short", kernel.now_us)
     except asyncio.CancelledError:
         status = "interrupted"
         raise
@@ -443,6 +538,7 @@ def run_result(
         violations=list(kernel.violations),
         fault_windows=list(windows),
         actor_errors=list(kernel.actor_errors),
+        cut_short=kernel.cut_short and status != "interrupted",
     )
 
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from emulator.bugs import check_bugs
 from emulator.errors import InputError
 from emulator.net.specs import (
     Name,
@@ -28,21 +29,41 @@ from emulator.net.specs import (
     WorldSpec,
 )
 from emulator.net.topology import iter_nodes
-from emulator.units import DURATION_DOC, Duration, S, decode_duration, duration_schema
+from emulator.registry import load_plugins
+from emulator.units import (
+    DURATION_DOC,
+    MS,
+    Duration,
+    S,
+    at_least,
+    decode_duration,
+    duration_schema,
+)
 
 # Validation enumerates every node of the world; this keeps it to about a second.
 WORLD_MACHINES_MAX = 1_000_000
 
+# A window of a fault lasts some time: a zero-length one is a typo (`0s`).
+Window = at_least(1)
+# The nemesis draws a fault about every `interval_mean`: near zero it would
+# spend its `faults_max` at one instant.
+NemesisInterval = at_least(S)
+# A scenario's name names its run database (`runs/NAME-SEED.db`): a plain
+# file name, no folder in it, not hidden.
+_RUN_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.+=,@-]{0,99}$"
+_RUN_NAME = re.compile(_RUN_NAME_PATTERN)
+RunName = Annotated[str, Meta(min_length=1, max_length=100, pattern=_RUN_NAME_PATTERN)]
+
 
 def _dec_hook(type_: type, obj: Any) -> Any:
-    if type_ is Duration:
-        return decode_duration(obj)
+    if isinstance(type_, type) and issubclass(type_, Duration):
+        return decode_duration(obj, type_)
     raise NotImplementedError(f"no decoder for {type_}")
 
 
 def _schema_hook(type_: type) -> dict[str, Any]:
-    if type_ is Duration:
-        return duration_schema()
+    if isinstance(type_, type) and issubclass(type_, Duration):
+        return duration_schema(type_)
     raise NotImplementedError
 
 
@@ -114,7 +135,7 @@ class PauseFault(FaultBase, tag="pause", kw_only=True):
     """Freeze an actor (GC pause, stopped VM): its lease may expire meanwhile."""
 
     target: Name
-    duration: Duration
+    duration: Window
 
 
 class PartitionFault(FaultBase, tag="partition", kw_only=True):
@@ -125,7 +146,7 @@ class PartitionFault(FaultBase, tag="partition", kw_only=True):
 
     regions: Annotated[list[Name], Meta(min_length=2, max_length=2)] | None = None
     hosts: Annotated[list[Name], Meta(min_length=2, max_length=2)] | None = None
-    duration: Duration | None = None
+    duration: Window | None = None
 
 
 class HealFault(FaultBase, tag="heal", kw_only=True):
@@ -133,7 +154,7 @@ class HealFault(FaultBase, tag="heal", kw_only=True):
 
 
 class LinkFault(FaultBase, kw_only=True):
-    duration: Duration
+    duration: Window
     between: Annotated[list[Name], Meta(min_length=2, max_length=2)] | None = None
 
 
@@ -154,7 +175,7 @@ class DownFault(FaultBase, tag="down", kw_only=True):
     `region NAME`) down."""
 
     node: Name
-    duration: Duration | None = None
+    duration: Window | None = None
 
 
 class UpFault(FaultBase, tag="up", kw_only=True):
@@ -168,7 +189,7 @@ class SlowStoreFault(FaultBase, tag="slow-store", kw_only=True):
     resumes only `latency` later, so its lease may expire while it waits."""
 
     target: Name
-    duration: Duration
+    duration: Window
     latency: Duration
 
 
@@ -196,23 +217,24 @@ class NemesisSpec(Spec, kw_only=True):
 
     enabled: bool = False
     start: Duration = 600_000_000
+    # At or after `start` (and at most the run's duration).
     heal_at: Duration | None = None
-    interval_mean: Duration = 1_200_000_000
-    duration_mean: Duration = 300_000_000
+    interval_mean: NemesisInterval = 1_200_000_000
+    duration_mean: Window = 300_000_000
     actions: Annotated[list[NemesisAction], Meta(min_length=1)] = msgspec.field(
         default_factory=lambda: ["crash", "pause", "partition", "loss"]
     )
     loss_probability: Probability = 0.2
     # `slow-store` faults: each call's extra latency is drawn around this mean.
-    store_latency_mean: Duration = 20_000_000
+    store_latency_mean: at_least(MS) = 20_000_000
     faults_max: Annotated[int, Meta(ge=0, le=100_000)] = 1_000
 
 
 class KernelSpec(Spec, kw_only=True):
     yield_every_events: Annotated[int, Meta(ge=1, le=10_000_000)] = 2_000
     restart_delay: Duration = 1_000_000
-    restarts_max: Annotated[int, Meta(ge=0)] = 1_000
-    mailbox_len_max: Annotated[int, Meta(ge=1)] = 100_000
+    restarts_max: Annotated[int, Meta(ge=0, le=1_000_000)] = 1_000
+    mailbox_len_max: Annotated[int, Meta(ge=1, le=100_000_000)] = 100_000
 
 
 class TraceSpec(Spec, kw_only=True):
@@ -232,9 +254,9 @@ class InvariantsSpec(Spec, kw_only=True):
 class Scenario(Spec, kw_only=True):
     """A whole run: world, network, actors, faults, invariants, length."""
 
-    name: Name
-    duration: Duration
-    description: str = ""
+    name: RunName
+    duration: Window
+    description: Annotated[str, Meta(max_length=10_000)] = ""
     seed: Annotated[int, Meta(ge=0, le=2**63 - 1)] = 1
     world: WorldSpec | None = None
     system: dict[str, Any] = {}
@@ -245,6 +267,7 @@ class Scenario(Spec, kw_only=True):
     nemesis: NemesisSpec = NemesisSpec()
     invariants: InvariantsSpec = InvariantsSpec()
     trace: TraceSpec = TraceSpec()
+    bugs: Annotated[list[Name], Meta(max_length=64)] = []  # seeded bugs (emulator/bugs.py)
 
 
 # ---- loading -------------------------------------------------------------
@@ -272,17 +295,49 @@ def _path_of(error: msgspec.ValidationError) -> tuple[str, str]:
     return path, message
 
 
+# Deeper than any scenario needs; TOML and JSON parsers recurse per level.
+NESTING_MAX = 64
+
+
 def parse_raw(text: str, source: str) -> Any:
-    """A scenario's text (TOML, or JSON when it starts with `{`) as plain data."""
-    if text.lstrip().startswith("{"):
+    """A scenario's text as plain data: JSON for a `.json` file or text that starts
+    with `{` or `[`, else TOML. A UTF-8 byte-order mark is ignored."""
+    text = text.removeprefix("\ufeff")
+    stripped = text.lstrip()
+    if source.endswith(".json") or stripped[:1] in ("{", "["):
         try:
-            return msgspec.json.decode(text)
+            raw = msgspec.json.decode(text)
         except msgspec.DecodeError as error:
             raise InputError(source, "", f"not valid JSON: {error}") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise InputError(source, "", f"not valid TOML: {error}") from None
+        except RecursionError:
+            raise InputError(source, "", f"nested more than {NESTING_MAX} levels deep") from None
+    else:
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise InputError(source, "", f"not valid TOML: {error}") from None
+        except RecursionError:
+            raise InputError(source, "", f"nested more than {NESTING_MAX} levels deep") from None
+    path = _too_deep(raw, NESTING_MAX)
+    if path is not None:
+        raise InputError(source, path, f"nested more than {NESTING_MAX} levels deep")
+    return raw
+
+
+def _too_deep(raw: Any, levels: int, path: str = "") -> str | None:
+    """The key path where `raw` nests deeper than `levels`, or None (iterative: no recursion)."""
+    stack: list[tuple[Any, str, int]] = [(raw, path, 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > levels:
+            return where if len(where) <= 60 else where[:60] + "…"
+        if isinstance(value, dict):
+            stack.extend(
+                (v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in value.items()
+            )
+        elif isinstance(value, list):
+            stack.extend((v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value))
+    return None
 
 
 def decode_scenario(text: str, source: str) -> Scenario:
@@ -291,14 +346,34 @@ def decode_scenario(text: str, source: str) -> Scenario:
 
 
 def convert_scenario(raw: Any, source: str) -> Scenario:
+    """Validate plain data (`parse_raw`) as a scenario; `InputError` on any problem."""
+    if not isinstance(raw, dict):
+        got = type(raw).__name__.replace("list", "an array").replace("str", "a string")
+        raise InputError(source, "", f"a scenario is a table of keys (a JSON object), not {got}")
+    name = raw.get("name")
+    if isinstance(name, str) and not _RUN_NAME.fullmatch(name):
+        raise InputError(
+            source,
+            "name",
+            f"{name[:60]!r} cannot name a run database (runs/NAME-SEED.db): use letters, "
+            "digits and _ . + = , @ - (not first), no folder",
+        )
     try:
         scenario = msgspec.convert(raw, Scenario, dec_hook=_dec_hook, strict=True)
     except msgspec.ValidationError as error:
         path, message = _path_of(error)
         raise InputError(source, path, message) from None
+    if scenario.bugs:
+        load_plugins()  # the catalogue of bugs comes with the plugins
+        check_bugs(scenario.bugs, source)
     if scenario.system:
-        if not isinstance(scenario.system.get("kind"), str):
+        kind = scenario.system.get("kind")
+        if kind is None:
             raise InputError(source, "system.kind", "missing: the system to emulate, e.g. 'mast'")
+        if not isinstance(kind, str):
+            raise InputError(
+                source, "system.kind", f"expected the name of a system (e.g. 'mast'), got {kind!r}"
+            )
         # The system contributes regions and actors: checked when the run is planned.
         return scenario
     if scenario.world is None:
@@ -332,19 +407,50 @@ def resolve_scenario(ref: str) -> tuple[Scenario, str, str]:
 
 
 def scenario_json_schema() -> dict[str, Any]:
-    """JSON Schema of scenario files; duration defaults are shown in seconds.
+    """JSON Schema of scenario files, `[system]` and actors' `params` included.
 
-    Duration fields default to plain ints (µs) because msgspec cannot put an
-    int subclass into a schema; a bare number in a scenario means seconds, so
-    those defaults are converted here.
+    Every bound a value has is in it (`minimum`, `maximum`, lengths, patterns;
+    a bounded duration says its minimum in its description), and each
+    Struct's docstring is its description, so rules between two values are
+    stated there. `system` is one of the registered systems' parameters,
+    told apart by `kind`. Duration fields default to plain ints (µs) because
+    msgspec cannot put an int subclass into a schema; a bare number in a
+    scenario means seconds, so those defaults are converted here.
     """
-    schema = msgspec.json.schema(Scenario, schema_hook=_schema_hook)
-    for struct in schema.get("$defs", {}).values():
+    from emulator.registry import ACTOR_KINDS, SYSTEMS, load_plugins
+
+    load_plugins()
+    systems = {kind: system.Params for kind, system in sorted(SYSTEMS.items())}
+    actors = [cls.Params for _, cls in sorted(ACTOR_KINDS.items()) if cls.Params is not None]
+    (top, *refs), defs = msgspec.json.schema_components(
+        [Scenario, *systems.values(), *actors],
+        schema_hook=_schema_hook,
+        ref_template="#/$defs/{name}",
+    )
+    for kind, ref in zip(systems, refs, strict=False):
+        params = defs[ref["$ref"].rsplit("/", 1)[1]]
+        about = f"the system to emulate: {kind!r}"
+        params["properties"] = {
+            "kind": {"const": kind, "description": about},
+            **params["properties"],
+        }
+        params["required"] = ["kind", *params.get("required", [])]
+    scenario = defs["Scenario"]["properties"]
+    scenario["system"] = {
+        "anyOf": refs[: len(systems)],
+        "description": "the system to emulate (`kind`) and its parameters",
+    }
+    defs["ActorSpec"]["properties"]["params"] = {
+        "anyOf": refs[len(systems) :] or [{"type": "object"}],
+        "description": "the parameters of the actor's kind",
+    }
+    for struct in defs.values():
         for prop in struct.get("properties", {}).values():
             default = prop.get("default")
-            if prop.get("description") == DURATION_DOC and isinstance(default, int):
+            doc = prop.get("description")
+            if isinstance(doc, str) and doc.startswith(DURATION_DOC) and isinstance(default, int):
                 prop["default"] = default // S if default % S == 0 else default / S
-    return schema
+    return {**top, "$defs": defs}
 
 
 def decode_params(params_type: type[Any], raw: dict[str, Any], source: str, path: str) -> Any:
@@ -450,6 +556,8 @@ def check_references(scenario: Scenario, source: str, system_addresses: Iterable
     nem = scenario.nemesis
     if nem.enabled and nem.heal_at is not None and nem.heal_at > scenario.duration:
         fail("nemesis.heal_at", "after the end of the run")
+    if nem.enabled and nem.heal_at is not None and nem.heal_at < nem.start:
+        fail("nemesis.heal_at", "before nemesis.start: the final heal must come after the faults")
 
 
 def node_of(node: str) -> str:

@@ -108,7 +108,13 @@ def duration_text(us: int) -> str:
 def _duration_fields(cls: type) -> frozenset[str]:
     """Fields typed `Duration` (or `Duration | None`): by type, since a default may be an int."""
     hints = typing.get_type_hints(cls)
-    return frozenset(n for n, h in hints.items() if h is Duration or Duration in typing.get_args(h))
+    return frozenset(n for n, h in hints.items() if _is_duration(h))
+
+
+def _is_duration(hint: Any) -> bool:
+    """`Duration`, a bounded one (`at_least`), or either `| None`."""
+    options = typing.get_args(hint) or (hint,)
+    return any(isinstance(h, type) and issubclass(h, Duration) for h in options)
 
 
 def fault_raw(fault: Fault) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""`mastemu sweep`: one scenario over a range of seeds, in parallel processes.
+"""`mastemu sweep`: one scenario over a range of seeds, in parallel processes or on Dask.
 
 Each seed runs in a worker process exactly as `mastemu run SCENARIO --seed S`
 would run it (same scenario resolution, same planning, same `execute`), so a
@@ -7,6 +7,10 @@ temporary folder; a clean run's database is deleted as soon as it ends, and
 the database of a run that violated an invariant or crashed is kept as
 `KEEP_DIR/NAME-SEED.db`, ready for `mastemu check` or `mastemu shrink`.
 
+With a `ClusterSpec` (`--cluster`) the seeds run on a Dask cluster's
+workers instead (`emulator.run.pools`): the same runs, the same hashes, a
+failing run's database shipped back and kept in the same place.
+
 Results are reported in seed order whatever order the workers finish in. A
 seed whose run raised (a bug of ours, or a worker that died) is a failure
 with the pseudo-invariant `internal-error`, never a traceback of the sweep.
@@ -14,19 +18,30 @@ with the pseudo-invariant `internal-error`, never a traceback of the sweep.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from emulator.errors import InputError
+from emulator.run.coverage import system_kind
+from emulator.run.pools import (
+    ClusterSpec,
+    ScenarioRef,
+    Shipped,
+    dask_pool,
+    land_db,
+    ship_db,
+    worker_tempdir,
+)
 from emulator.run.runner import (
     check_replaceable,
     execute,
@@ -34,8 +49,17 @@ from emulator.run.runner import (
     plan_run,
     remove_run_files,
 )
-from emulator.run.scenario import resolve_scenario
+from emulator.run.scenario import Scenario, decode_scenario, resolve_scenario
+from emulator.sometimes import (
+    Coverage,
+    Tally,
+    catalogue,
+    coverage_json,
+    coverage_lines,
+    merge,
+)
 from emulator.units import format_us
+from store.lock import run_lock
 
 # A sweep is a batch job: refuse ranges that would take days by mistake.
 SEEDS_MAX = 100_000
@@ -57,6 +81,8 @@ class SeedRun:
     error: str | None = None
     wall_s: float = 0.0
     db: str | None = None  # where the run database was kept (failing runs only)
+    # Every sometimes property of the run's system with how often it was reached.
+    reached: tuple[tuple[str, int], ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -71,6 +97,7 @@ class SweepResult:
     ref: str
     runs: list[SeedRun] = field(default_factory=list)
     wall_s: float = 0.0
+    system: str | None = None  # its kind, for the sometimes catalogue
 
     def command(self, seed: int) -> str:
         return f"mastemu run {self.ref} --seed {seed}"
@@ -115,9 +142,15 @@ class SweepResult:
             out.extend(first.values())
         return out
 
+    def sometimes(self) -> dict[str, Coverage]:
+        """The campaign's sometimes catalogue: per property, the seeds that reached it."""
+        described = catalogue(self.system)
+        return merge((dict(r.reached) for r in self.runs), described)
+
     def to_json(self) -> dict[str, Any]:
         """The `--json` object; deterministic for a given scenario and seed range."""
         return {
+            "sometimes": coverage_json(self.sometimes()),
             "scenario": self.scenario,
             "seeds": len(self.runs),
             "violations": self.violations,
@@ -167,16 +200,25 @@ def job_count(text: str) -> int:
 
 
 # ---- one seed, inside a worker ---------------------------------------------------------
-def run_seed(ref: str, seed: int, workdir: str) -> SeedRun:
+def _resolve(ref: str | ScenarioRef) -> tuple[Scenario, str, str]:
+    if isinstance(ref, ScenarioRef):
+        if ref.text is None or ref.source is None:
+            return resolve_scenario(ref.ref)
+        return decode_scenario(ref.text, ref.source), ref.text, ref.source
+    return resolve_scenario(ref)
+
+
+def run_seed(ref: str | ScenarioRef, seed: int, workdir: str) -> SeedRun:
     """Run `ref` with `seed` as `mastemu run` does; delete the database unless it failed."""
     import asyncio
 
     wall0 = time.perf_counter()
     out = Path(workdir) / f"seed-{seed}.db"
     try:
-        scenario, text, source = resolve_scenario(ref)
+        scenario, text, source = _resolve(ref)
         plan = plan_run(scenario, text, source)
-        result = asyncio.run(execute(plan, seed=seed, out=out))
+        found = Tally(system_kind(scenario.system))
+        result = asyncio.run(execute(plan, seed=seed, out=out, on_kernel=found.attach))
     except Exception as error:  # a bug of ours: reported, not raised through the sweep
         return SeedRun(
             seed,
@@ -203,7 +245,23 @@ def run_seed(ref: str, seed: int, workdir: str) -> SeedRun:
         error,
         time.perf_counter() - wall0,
         str(out) if status != "ok" else None,
+        tuple(found.counts.items()),
     )
+
+
+def run_seed_shipped(ref: ScenarioRef, seed: int) -> Shipped:
+    """`run_seed` on a Dask worker: its own scratch folder, a failing database shipped back."""
+    with worker_tempdir() as workdir:
+        run = run_seed(ref, seed, workdir)
+        files = ship_db(Path(run.db)) if run.db is not None else {}
+    return Shipped(outcome=replace(run, db=None), files=files)
+
+
+def scenario_ref(ref: str, text: str, source: str) -> ScenarioRef:
+    """What a worker needs to run `ref`: a built-in's name, or a file's text and path."""
+    if Path(ref).is_file():
+        return ScenarioRef(ref, text=text, source=str(Path(source).resolve()))
+    return ScenarioRef(ref)
 
 
 # ---- the sweep ---------------------------------------------------------------------
@@ -221,35 +279,66 @@ def sweep(
     jobs: int,
     keep_dir: Path,
     on_result: Callable[[SeedRun], None] | None = None,
+    cluster: ClusterSpec | None = None,
 ) -> SweepResult:
     """Run every seed of `seeds`; `on_result` sees each outcome in seed order.
 
-    Raises InputError (bad input) before any worker starts.
+    `jobs` caps the runs in flight (on a Dask cluster, 0 means one per worker
+    thread). Raises InputError (bad input) before any worker starts.
     """
     scenario, text, source = resolve_scenario(ref)
     plan_run(scenario, text, source)  # bad input fails here, once, not in every worker
-    result = SweepResult(scenario.name, ref)
+    result = SweepResult(scenario.name, ref, system=system_kind(scenario.system))
     wall0 = time.perf_counter()
-    jobs = max(1, min(jobs, len(seeds)))
-    with tempfile.TemporaryDirectory(prefix="mastemu-sweep-") as workdir:
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_context())
-        try:
-            for run in _in_order(pool, ref, seeds, workdir, jobs):
-                if run.db is not None:
-                    run = _keep(run, Path(run.db), keep_dir / f"{scenario.name}-{run.seed}.db")
-                result.runs.append(run)
-                if on_result is not None:
-                    on_result(run)
-        finally:
-            # Nothing is queued beyond the runs in progress, so on Ctrl-C (which the
-            # workers get too) this returns as soon as those runs stop.
-            pool.shutdown(wait=True, cancel_futures=True)
+    with (
+        tempfile.TemporaryDirectory(prefix="mastemu-sweep-") as workdir,
+        contextlib.ExitStack() as stack,
+    ):
+        if cluster is None:
+            jobs = max(1, min(jobs, len(seeds)))
+            pool: Executor = ProcessPoolExecutor(max_workers=jobs, mp_context=_context())
+            # Nothing is queued beyond the runs in progress, so on Ctrl-C (which
+            # the workers get too) this returns as soon as those runs stop.
+            stack.callback(pool.shutdown, wait=True, cancel_futures=True)
+
+            def submit(seed: int) -> Future[Any]:
+                return pool.submit(run_seed, ref, seed, workdir)
+
+            land: Callable[[Any], SeedRun] = _identity
+        else:
+            dask = stack.enter_context(dask_pool(cluster, jobs or None))
+            jobs = max(1, min(dask.slots, len(seeds)))
+            shipped = scenario_ref(ref, text, source)
+
+            def submit(seed: int) -> Future[Any]:
+                return dask.executor.submit(run_seed_shipped, shipped, seed)
+
+            def land(value: Any) -> SeedRun:
+                run: SeedRun = value.outcome
+                if not value.files:
+                    return run
+                db = land_db(value.files, Path(workdir), f"seed-{run.seed}.db")
+                return replace(run, db=str(db))
+
+        for run in _in_order(submit, land, seeds, jobs):
+            if run.db is not None:
+                run = _keep(run, Path(run.db), keep_dir / f"{scenario.name}-{run.seed}.db")
+            result.runs.append(run)
+            if on_result is not None:
+                on_result(run)
     result.wall_s = time.perf_counter() - wall0
     return result
 
 
+def _identity(run: SeedRun) -> SeedRun:
+    return run
+
+
 def _in_order(
-    pool: ProcessPoolExecutor, ref: str, seeds: range, workdir: str, jobs: int
+    submit: Callable[[int], Future[Any]],
+    land: Callable[[Any], SeedRun],
+    seeds: range,
+    jobs: int,
 ) -> Iterator[SeedRun]:
     """Keep `jobs` seeds running; yield outcomes in seed order as they become known."""
     waiting = iter(seeds)
@@ -263,7 +352,7 @@ def _in_order(
                 if nxt is None:
                     break
                 try:
-                    running[pool.submit(run_seed, ref, nxt, workdir)] = nxt
+                    running[submit(nxt)] = nxt
                 except BrokenProcessPool:
                     broken = "not run: a worker process died and took the pool with it"
                     done[nxt] = SeedRun(nxt, INTERNAL_ERROR, error=broken)
@@ -274,13 +363,13 @@ def _in_order(
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 ran = running.pop(future)
-                done[ran] = _outcome(ran, future)
+                done[ran] = _outcome(ran, future, land)
         yield done.pop(seed)
 
 
-def _outcome(seed: int, future: Future[SeedRun]) -> SeedRun:
+def _outcome(seed: int, future: Future[Any], land: Callable[[Any], SeedRun]) -> SeedRun:
     try:
-        return future.result()
+        return land(future.result())
     except BrokenProcessPool:
         # Which seed killed it is unknown: every seed running at that moment says so.
         return SeedRun(seed, INTERNAL_ERROR, error="a worker process died while this seed ran")
@@ -290,15 +379,20 @@ def _outcome(seed: int, future: Future[SeedRun]) -> SeedRun:
 
 
 def _keep(run: SeedRun, db: Path, dest: Path) -> SeedRun:
-    """Move a failing run's database (with any WAL files) to `dest`."""
+    """Move a failing run's database (with any WAL files) to `dest`.
+
+    An older run database there is replaced (a sweep keeps its latest failure
+    per seed), but never one a process is writing: its lock is taken first.
+    """
     try:
-        check_replaceable(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(dest) + suffix).unlink(missing_ok=True)
-            src = Path(str(db) + suffix)
-            if src.exists():
-                shutil.move(src, Path(str(dest) + suffix))
+        with run_lock(dest, "mastemu sweep (keeping a failing run)"):
+            check_replaceable(dest)
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(dest) + suffix).unlink(missing_ok=True)
+                src = Path(str(db) + suffix)
+                if src.exists():
+                    shutil.move(src, Path(str(dest) + suffix))
     except Exception as error:  # kept nowhere: the run is still reported
         print(f"warning: {dest}: cannot keep the run database: {error}", file=sys.stderr)
         return replace(run, db=None)
@@ -338,4 +432,4 @@ def summary_lines(result: SweepResult) -> list[str]:
     failing = [str(r.seed) for r in result.runs if r.failed]
     if failing:
         lines.append(f"failing seeds: {', '.join(failing)}")
-    return lines
+    return lines + coverage_lines(result.sometimes(), len(result.runs))

@@ -13,13 +13,21 @@ the lowest (MAST's seven levels plus "unspecified").
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
+from msgspec import Meta
 
 PRIORITY_LEVELS = 7
 PRIORITY_LOWEST = PRIORITY_LEVELS  # "unspecified", and every over-quota workload
 GPUS_PER_MACHINE = 8
+# Bounds on what a scenario may say of a record (`mastemu schema` shows them). Checked
+# when a scenario is decoded; records the emulator builds itself are not re-checked.
+QUOTA_MAX = 10**9
+JOBS_PER_WORKLOAD_MAX = 1_000
+GPUS_PER_JOB_MAX = 1_000_000
+# A job that saves its progress more often than this floods the run with events.
+CHECKPOINT_EVERY_US_MIN = 1_000_000
 
 
 class Record(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -30,9 +38,9 @@ class Tenant(Record, kw_only=True):
     """A team: a priority level and quotas of GPUs and CPU machines in use at once."""
 
     name: str
-    priority: int
-    gpu_quota: int
-    cpu_quota: int
+    priority: Annotated[int, Meta(ge=0, le=PRIORITY_LOWEST)]
+    gpu_quota: Annotated[int, Meta(ge=0, le=QUOTA_MAX)]
+    cpu_quota: Annotated[int, Meta(ge=0, le=QUOTA_MAX)]
 
 
 JobRole = Literal["trainer", "preprocess", "parameter-server", "evaluator"]
@@ -50,10 +58,15 @@ class JobSpec(Record, kw_only=True):
     name: str
     role: JobRole = "trainer"
     gpu_type: str | None = None
-    gpus: int = 0
-    cpu_machines: int = 0
-    work_us: int
-    checkpoint_every_us: int = 1_800_000_000
+    gpus: Annotated[int, Meta(ge=0, le=GPUS_PER_JOB_MAX)] = 0
+    cpu_machines: Annotated[int, Meta(ge=0, le=GPUS_PER_JOB_MAX)] = 0
+    # A scenario's jobs are held to more (work_us >= 0, checkpoint_every_us >=
+    # CHECKPOINT_EVERY_US_MIN) when the run is planned: stored rows of other
+    # systems (a trace job of no duration) must still decode.
+    work_us: Annotated[int, Meta(description="µs of work; >= 0 in a scenario")]
+    checkpoint_every_us: Annotated[
+        int, Meta(description="µs between checkpoints; at least 1 s (1000000) in a scenario")
+    ] = 1_800_000_000
     input_tables: tuple[str, ...] = ()
 
 
@@ -62,9 +75,9 @@ class WorkloadSpec(Record, kw_only=True):
 
     id: str
     tenant: str
-    submit_at_us: int
+    submit_at_us: Annotated[int, Meta(ge=0)]
     recurring: bool = False
-    jobs: tuple[JobSpec, ...]
+    jobs: Annotated[tuple[JobSpec, ...], Meta(min_length=1, max_length=JOBS_PER_WORKLOAD_MAX)]
 
     @property
     def gpus(self) -> int:
@@ -106,7 +119,7 @@ class DataTable(Record, kw_only=True):
     """A warehouse table: where it lives and how big it is."""
 
     name: str
-    size_bytes: int
+    size_bytes: Annotated[int, Meta(ge=0)]
     home_region: str
     replicas: tuple[str, ...] = ()
 

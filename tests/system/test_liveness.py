@@ -8,6 +8,7 @@ invariants intact (exit 0) but is named in the liveness section.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,26 @@ def test_a_machine_ras_moved_out_of_the_ml_clusters_is_not_room() -> None:
     assert verdict(back) == ([("W", "fits east")], 0, 0)
 
 
+def test_a_job_is_judged_against_one_cluster_not_the_whole_region() -> None:
+    """quickstart's w000308 (6 CPU machines; no cluster has 6 free, the region has) was
+    reported stuck while no cluster could hold it: a job runs inside one cluster."""
+
+    def history(*gpus: int) -> list[TraceEvent]:
+        h = History()
+        h.fact("clusters", {"east/c0": [M0, CPU], "east/c1": [M1]})
+        jobs = [
+            {"name": f"j{i}", "gpu_type": "A100", "gpus": n, "input_tables": ["t"]}
+            for i, n in enumerate(gpus)
+        ]
+        h.add(0, "store", "queue.submit", [[{"id": "W", "tenant": "hi", "jobs": jobs}, 0, 0], True])
+        return h.end(30)
+
+    # 16 GPUs free in the region, 8 in each cluster: a 16-GPU job may wait.
+    assert verdict(history(16)) == ([], 1, 0)
+    # Two 8-GPU jobs fit, one in each cluster: it could have run.
+    assert verdict(history(8, 8)) == ([("W", "fits east")], 0, 0)
+
+
 def test_waiting_for_data_is_legitimate_only_while_a_copy_is_in_flight() -> None:
     h = History().submit(0, "W", table="far")
     in_flight = h.add(1, "store", "migration.order", [[0, "far", "west", "east", 1], 7]).end(30)
@@ -219,3 +240,16 @@ def test_an_attempt_started_elsewhere_leaves_room_only_once_its_leftovers_are_fr
 
     assert verdict(story(freed=False)) == ([], 1, 0)
     assert verdict(story(freed=True)) == ([("W", "fits east")], 0, 0)
+
+
+def test_check_of_the_stock_quickstart_reports_no_stuck_workload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue-17 false alarm: w000308 "never ran after the final heal" on quickstart."""
+    db = tmp_path / "q.db"
+    assert cli.main(["run", "quickstart", "--out", str(db), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert cli.main(["check", str(db), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    (liveness,) = result["liveness"]
+    assert liveness["stuck"] == [] and liveness["waiting_ok"] > 0

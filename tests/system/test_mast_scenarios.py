@@ -3,7 +3,8 @@
 The world: regions east and west, each one dynamic cluster of 4 A100 machines
 (32 GPUs) and 4 CPU machines. Tenants `hi` (priority 1) and `lo` (priority 5)
 with quotas far above the world. Workloads and tables are scripted with the DSL
-of `tests/support/dsl.py`; the broken components are in `tests/support/broken.py`.
+of `actors/mast/scripted.py`; the broken components are in `tests/support/broken.py`
+and run through the `mastemu` fixture, as a user's suite would run them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 
 from emulator.registry import builtin_scenarios
 from emulator.run.runner import execute, plan_run
+from emulator.testing import MastemuFixture
 from emulator.trace import TraceEvent
 from emulator.units import MIN, H
 from store.mast.queue import QUEUED
@@ -144,17 +146,18 @@ def test_quickstart_twice_gives_one_hash_and_no_violations(tmp_path: Path) -> No
 
 
 # ---- broken components are caught ----------------------------------------------------------------
-def test_a_gms_that_awards_twice_is_caught_online_and_offline(tmp_path: Path) -> None:
+def test_a_gms_that_awards_twice_is_caught_online_and_offline(mastemu: MastemuFixture) -> None:
     kind = broken_system("mast-double-award", gms=DoubleAwardGMS)
     raw = scenario([workload("W", "hi", 0, job(gpus=8))], kind=kind, duration="20m")
-    result, _ = run(raw, tmp_path)
+    done = mastemu.run(raw)
     assert any(
-        v[2] == "auction" and "awarded to west while DISPATCHING" in v[3] for v in result.violations
+        v.invariant == "auction" and "awarded to west while DISPATCHING" in v.message
+        for v in done.violations
     )
-    assert caught_offline(result.out, "auction")
+    assert caught_offline(done.db, "auction")
 
 
-def test_an_rms_that_breaks_the_gang_is_caught(tmp_path: Path) -> None:
+def test_an_rms_that_breaks_the_gang_is_caught(mastemu: MastemuFixture) -> None:
     kind = broken_system("mast-gang-breaker", rms=GangBreakingRMS)
     # The preprocess job waits for a CPU victim's checkpoint; the trainer starts at once.
     raw = scenario(
@@ -166,23 +169,25 @@ def test_an_rms_that_breaks_the_gang_is_caught(tmp_path: Path) -> None:
         kind=kind,
         duration="3h",
     )
-    result, _ = run(raw, tmp_path)
+    done = mastemu.run(raw)
     assert any(
-        v[2] == "gang" and v[3].startswith("G RUNNING but jobs ['prep']") for v in result.violations
+        v.invariant == "gang" and v.message.startswith("G RUNNING but jobs ['prep']")
+        for v in done.violations
     )
-    assert caught_offline(result.out, "gang")
+    assert caught_offline(done.db, "gang")
 
 
 def test_a_cm_that_reuses_a_victims_machines_before_its_checkpoint_is_caught(
-    tmp_path: Path,
+    mastemu: MastemuFixture,
 ) -> None:
     kind = broken_system("mast-eager-cm", cm=EagerCM)
     raw = preemption_story(kind=kind)
-    result, _ = run(raw, tmp_path)
+    done = mastemu.run(raw)
     assert any(
-        v[2] == "preemption" and "before saving a checkpoint" in v[3] for v in result.violations
+        v.invariant == "preemption" and "before saving a checkpoint" in v.message
+        for v in done.violations
     )
-    assert caught_offline(result.out, "preemption")
+    assert caught_offline(done.db, "preemption")
 
 
 def test_double_allocation_is_caught_by_the_allocation_checker() -> None:
@@ -287,7 +292,7 @@ def test_a_csv_trace_is_imported_relative_to_the_scenario_file(tmp_path: Path) -
 
 
 # ---- invariants 5, 7 and 8 ----------------------------------------------------------------------
-def test_an_rms_that_ignores_where_data_is_is_caught_by_colocation(tmp_path: Path) -> None:
+def test_an_rms_that_ignores_where_data_is_is_caught_by_colocation(mastemu: MastemuFixture) -> None:
     kind = broken_system("mast-data-blind", rms=DataBlindRMS)
     # The data is only in west, which L fills; east is free and (wrongly) bids.
     raw = scenario(
@@ -299,15 +304,15 @@ def test_an_rms_that_ignores_where_data_is_is_caught_by_colocation(tmp_path: Pat
         kind=kind,
         duration="1h",
     )
-    result, _ = run(raw, tmp_path)
+    done = mastemu.run(raw)
     assert any(
-        v[2] == "colocation" and "/trainer started in east without ready ['t']" in v[3]
-        for v in result.violations
+        v.invariant == "colocation" and "/trainer started in east without ready ['t']" in v.message
+        for v in done.violations
     )
-    assert caught_offline(result.out, "colocation")
+    assert caught_offline(done.db, "colocation")
 
 
-def test_a_gms_with_a_wrong_quota_view_is_caught_by_quota(tmp_path: Path) -> None:
+def test_a_gms_with_a_wrong_quota_view_is_caught_by_quota(mastemu: MastemuFixture) -> None:
     kind = broken_system("mast-generous", gms=GenerousGMS)
     raw = scenario(
         [workload("A", "small", 0, job(gpus=8)), workload("B", "small", 0, job(gpus=8))],
@@ -318,9 +323,11 @@ def test_a_gms_with_a_wrong_quota_view_is_caught_by_quota(tmp_path: Path) -> Non
     raw["system"]["tenant_list"].append(
         {"name": "small", "priority": 2, "gpu_quota": 8, "cpu_quota": 0}
     )
-    result, _ = run(raw, tmp_path)
-    assert any(v[2] == "quota" and "ranked within quota" in v[3] for v in result.violations)
-    assert caught_offline(result.out, "quota")
+    done = mastemu.run(raw)
+    assert any(
+        v.invariant == "quota" and "ranked within quota" in v.message for v in done.violations
+    )
+    assert caught_offline(done.db, "quota")
 
 
 def test_quota_holds_with_a_correct_gms(tmp_path: Path) -> None:
@@ -339,12 +346,13 @@ def test_quota_holds_with_a_correct_gms(tmp_path: Path) -> None:
     assert first == {"A": (2, True), "B": (7, False)}
 
 
-def test_a_gms_that_forgets_a_preempted_workload_is_caught_as_lost(tmp_path: Path) -> None:
+def test_a_gms_that_forgets_a_preempted_workload_is_caught_as_lost(mastemu: MastemuFixture) -> None:
     kind = broken_system("mast-forgetful", gms=ForgetfulGMS)
     raw = preemption_story(kind=kind)
-    result, _ = run(raw, tmp_path)
+    done = mastemu.run(raw)
     assert any(
-        v[2] == "no-lost-workload" and v[3].startswith("L is RUNNING but none of its jobs")
-        for v in result.violations
+        v.invariant == "no-lost-workload"
+        and v.message.startswith("L is RUNNING but none of its jobs")
+        for v in done.violations
     )
-    assert caught_offline(result.out, "no-lost-workload")
+    assert caught_offline(done.db, "no-lost-workload")

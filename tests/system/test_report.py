@@ -307,7 +307,7 @@ def test_compare_runs_each_policy_on_the_same_workload(tmp_path: Path, monkeypat
     assert main(["compare", str(path), "--policies", "mast,federated"]) == 0
     text = capsys.readouterr().out
     assert "mast (seed 1)" in text and "federated (seed 1)" in text
-    with sqlite3.connect(tmp_path / "runs" / "scripted-federated-1.db") as c:
+    with sqlite3.connect(tmp_path / "runs" / "compare-scripted-1" / "federated.db") as c:
         assert c.execute("SELECT count(*) FROM workloads").fetchone()[0] == 1
 
 

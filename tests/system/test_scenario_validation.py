@@ -552,7 +552,7 @@ def test_scenario_mutated_file_at_the_command_line_exits_2(raw: dict[str, Any], 
         path.write_text(text, encoding="utf-8")
         err = io.StringIO()
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            code = cli.main(["run", str(path), "--until", "0s", "--out", f"{tmp}/run.db"])
+            code = cli.main(["run", str(path), "--until", "1s", "--out", f"{tmp}/run.db"])
         assert code == 2
         assert err.getvalue().startswith(f"error: {path}: ")
         assert "Traceback" not in err.getvalue()

@@ -112,6 +112,7 @@ def test_shockwave_fixture_parses_to_the_expected_jobs():
     jobs, report = load_trace(SHOCKWAVE, "shockwave", total_gpus=8)
     # Ids are row ordinals (row 2 is skipped, so there is no "2"); the A3C
     # row (line 5) arrives at 60 s, before line 4's 75.5 s: sorted by submit.
+    # Each job keeps its job type's batch size.
     assert jobs == (
         TraceJob(
             job_id="0",
@@ -121,6 +122,7 @@ def test_shockwave_fixture_parses_to_the_expected_jobs():
             duration_us=3000 * S,
             iterations=50_000,
             mode="accordion",
+            batch_size=32,
         ),
         TraceJob(
             job_id="1",
@@ -130,9 +132,16 @@ def test_shockwave_fixture_parses_to_the_expected_jobs():
             duration_us=1500 * S,
             iterations=80_000,
             mode="gns",
+            batch_size=20,
         ),
         TraceJob(
-            job_id="4", submit_us=60 * S, gpus=1, model="a3c", duration_us=900 * S, iterations=4000
+            job_id="4",
+            submit_us=60 * S,
+            gpus=1,
+            model="a3c",
+            duration_us=900 * S,
+            iterations=4000,
+            batch_size=4,
         ),
         TraceJob(
             job_id="3",
@@ -142,6 +151,7 @@ def test_shockwave_fixture_parses_to_the_expected_jobs():
             duration_us=10_000 * S,
             iterations=40_000,
             weight=2.0,
+            batch_size=64,
         ),
     )
     assert (report.rows_read, report.jobs_kept, report.rows_skipped) == (5, 4, 1)

@@ -104,6 +104,35 @@ def test_philly_durations_span_2_min_to_2_h_and_models_are_uniform(philly):
     assert all(abs(c / N - 0.1) <= 0.009 for c in counts.values()), counts
 
 
+# The bounded Pareto tail (workloads.PhillyParams.duration_tail_alpha = 0.76 on [120, 7200] s)
+# against what Tiresias publishes of its testbed run, expected values worked out from the law:
+# SS mean α/(1-α)·(800^(1-α) - 120^(1-α)) / (120^-α - 800^-α) = 287 s (Bin 1's average JCT under
+# Tiresias-L: 300 s); median = the short bin's 0.5/0.8 quantile, 120·(1 - 0.625·(1 - 0.15^α))^(-1/α)
+# = 282 s (27x Tiresias-L's median JCT with 13 s and 7464 s median queueing: ~274 s); mean
+# 0.8·287 + 0.2·2167 = 663 s (Fig. 10 and Table 4: 630-790 s). SE at N = 20,000 (sd ~1010 s):
+# mean 7 s, SS mean ~1.3 s.
+def test_philly_durations_have_the_testbeds_heavy_tail(philly):
+    durations = sorted(j.duration_us / S for j in philly)
+    short_small = [j.duration_us / S for j in philly if j.gpus <= 4 and j.duration_us < 800 * S]
+    assert abs(durations[len(durations) // 2] - 282) <= 12
+    assert abs(statistics.fmean(short_small) - 287) <= 6
+    assert abs(statistics.fmean(durations) - 663) <= 25
+    # One bounded Pareto over the whole range puts Table 3's 80% of jobs below 800 s.
+    alpha = PhillyParams().duration_tail_alpha
+    assert (1 - (120 / 800) ** alpha) / (1 - (120 / 7200) ** alpha) == pytest.approx(0.8, abs=0.002)
+
+
+def test_philly_tail_alpha_0_is_log_uniform_within_the_bins():
+    # Same draws, α = 0: each duration is lo·(hi/lo)^u, so its log is uniform within its bin.
+    jobs = philly_jobs(PhillyParams(duration_tail_alpha=0.0), _rng(3))
+    short = [
+        math.log(j.duration_us / S / 120) / math.log(800 / 120)
+        for j in jobs
+        if j.duration_us < 800 * S
+    ]
+    assert abs(statistics.fmean(short) - 0.5) <= 0.05 and len(short) > 300
+
+
 def test_philly_duration_scale_stretches_every_duration_and_nothing_else():
     base = philly_jobs(PhillyParams(), _rng(3))
     long = philly_jobs(PhillyParams(duration_scale=18.0), _rng(3))
@@ -236,6 +265,7 @@ def test_ids_are_unique_zero_padded_and_in_submit_order():
         (lambda: PhillyParams(bin_weights=(0, 0, 1, 1)), "philly.bin_weights"),
         (lambda: PhillyParams(short_s_max=9000.0), "philly.short_s_max"),
         (lambda: PhillyParams(duration_scale=0.0), "philly.duration_scale"),
+        (lambda: PhillyParams(duration_tail_alpha=-0.5), "philly.duration_tail_alpha"),
         (lambda: GavelParams(class_gpu_hours=(0.2, 8, 8, 72, 144)), "class_gpu_hours[2]"),
         (lambda: GavelParams(mode_weights=(0, 0, 0)), "must not all be zero"),
         (lambda: GavelParams(models=("resnet50", " ")), "gavel.models[1]"),

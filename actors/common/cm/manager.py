@@ -121,6 +121,7 @@ class ClusterManager(LeaseHolder):
         self.running = {}
         self.plans = Plans(self)
         gone: list[tuple[str, str]] = []
+        early: list[tuple[str, str]] = []
         rows = await self.store(fleet.dispatches, p.cluster, p.region, fleet.LIVE_JOB_STATES)
         for row, auction_id in rows:
             spec = await self.store(queue.spec, row.workload_id)
@@ -137,6 +138,8 @@ class ClusterManager(LeaseHolder):
                     # (the agent ignores a second order) and wait for it as before.
                     running.stopping = "preempted"
                     self._order_stop(key, running, checkpoint=True)
+                    if self.bug("cm-takeover-frees-checkpointing"):
+                        early.append(key)
         if self.fence is not None:
             for key in gone:
                 await self.recovery.drop_gone(key)
@@ -149,6 +152,10 @@ class ClusterManager(LeaseHolder):
         await self._drop_strays()
         self._watch_transit()
         await self.plans.take_up()
+        for key in early:
+            # Seeded bug `cm-takeover-frees-checkpointing`: a new leader frees a
+            # victim caught mid-checkpoint at once instead of waiting for its stop.
+            await self.release(key, "preempted", "STOPPED")
 
     # ---- plans (actors/common/cm/plans.py) -----------------------------------------------
     @on(ExecutePlan)
@@ -173,8 +180,9 @@ class ClusterManager(LeaseHolder):
         if pace is None:
             setup_us, checkpoint_us = setup_time_us(self.rng("setup")), self.params.checkpoint_cost
         else:
-            # The performance model's costs: a resumed job restores its checkpoint first.
-            setup_us = pace.restore_us if saved_us > 0 else 0
+            # The performance model's costs: a resumed job restores its checkpoint
+            # first; a run that restarts (the first too) pays the flat overhead.
+            setup_us = (pace.restore_us if saved_us > 0 else 0) + pace.overhead_us
             checkpoint_us = pace.checkpoint_us
         start = AgentStart(
             workload_id=key[0],
@@ -218,6 +226,10 @@ class ClusterManager(LeaseHolder):
                 job.attempt,
             )
         self._order_stop(key, job, checkpoint=checkpoint)
+        if reason == "preempted" and checkpoint and self.bug("cm-frees-victim-before-checkpoint"):
+            # Seeded bug: the victim's machines are freed when the stop is ordered,
+            # not once its checkpoint is saved.
+            await self.release(key, reason, "STOPPED")
 
     def _order_stop(self, key: tuple[str, str], job: Running, *, checkpoint: bool) -> None:
         self.send(job.agent, AgentStop(checkpoint=checkpoint))
@@ -352,7 +364,12 @@ class ClusterManager(LeaseHolder):
             await self.recovery.drop_gone(key)
             await self.recovery.free_leftovers()
             return
-        fence = await self._release_in_store(key, "STOPPED")
+        if self.bug("cm-restart-keeps-old-allocation"):
+            # Seeded bug: the failed attempt's machines are not freed in the store
+            # before the job starts again elsewhere.
+            fence = await self.current_fence()
+        else:
+            fence = await self._release_in_store(key, "STOPPED")
         if fence is None:
             return
         self.send(job.agent, AgentStop(checkpoint=False))
@@ -398,6 +415,10 @@ class ClusterManager(LeaseHolder):
             )
             return
         attempt, saved_us = started
+        if self.bug("cm-restart-from-zero"):
+            # Seeded bug: a job moved off a failed machine restarts from scratch,
+            # not from its last checkpoint.
+            saved_us = 0
         self.decision(
             "cm.job-moved",
             {"workload": key[0], "job": key[1], "attempt": attempt, "from_us": saved_us},

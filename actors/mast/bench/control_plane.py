@@ -415,7 +415,8 @@ def bench_rms(options: dict[str, Any]) -> dict[str, Any]:
 
 # ---- chaos-sweep ---------------------------------------------------------------------
 def bench_chaos_sweep(options: dict[str, Any]) -> dict[str, Any]:
-    """`chaos` (the random nemesis) over `seeds` (default 1-200) in `jobs` processes.
+    """`chaos` (the random nemesis) over `seeds` (default 1-200) in `jobs` processes
+    (or on the Dask cluster of `cluster`).
 
     Zero violations are expected: the JSON counts them and names, per failing
     seed and invariant, the first message and the command that reproduces
@@ -428,7 +429,9 @@ def bench_chaos_sweep(options: dict[str, Any]) -> dict[str, Any]:
     from emulator.run.sweep import INTERNAL_ERROR, SeedRun, seed_lines, sweep
 
     seeds: range = _opt(options, "seeds", range(1, 201))
-    jobs = int(_opt(options, "jobs", os.cpu_count() or 1))
+    cluster = options.get("cluster")
+    # On Dask, one run per worker thread unless --jobs caps it.
+    jobs = int(_opt(options, "jobs", 0 if cluster is not None else os.cpu_count() or 1))
 
     def show(run: SeedRun) -> None:
         if run.failed:
@@ -436,7 +439,12 @@ def bench_chaos_sweep(options: dict[str, Any]) -> dict[str, Any]:
                 print(line, file=sys.stderr)
 
     result = sweep(
-        "chaos", seeds, jobs=jobs, keep_dir=Path(_opt(options, "keep_dir", "runs")), on_result=show
+        "chaos",
+        seeds,
+        jobs=jobs,
+        keep_dir=Path(_opt(options, "keep_dir", "runs")),
+        on_result=show,
+        cluster=cluster,
     )
     seed_wall = [r.wall_s for r in result.runs] or [0.0]
     return {
@@ -444,10 +452,12 @@ def bench_chaos_sweep(options: dict[str, Any]) -> dict[str, Any]:
         "seeds": len(result.runs),
         "seed_range": f"{seeds.start}-{seeds.stop - 1}",
         "jobs": jobs,
+        "on": cluster.describe() if cluster is not None else "local processes",
         "clean": sum(not r.failed for r in result.runs),
         "violations": result.violations,
         "internal_errors": sum(r.status == INTERNAL_ERROR for r in result.runs),
         "failures": result.failures(),
+        "sometimes": result.to_json()["sometimes"],
         "wall_s": round(result.wall_s, 1),
         "seeds_per_min": round(60 * len(result.runs) / max(result.wall_s, 1e-9), 1),
         "seed_wall_s": {

@@ -1,7 +1,8 @@
 """The matplotlib figures on a MAST report's HTML page (MAST Figs. 5 and 11, §5.6).
 
 Each is drawn from the report dict alone, 7×3 inches with emulated hours on
-the x axis and the fault windows shaded red, as PNG files beside the page:
+the x axis and the fault windows shaded red, numbered and named
+(`actors.mast.report.windows`), as PNG files beside the page:
 GPU and CPU allocation rate over time (with the moment the fleet became
 loaded), queue length, the time-to-start CDF within vs over quota (log
 scale, with the SLO), and the SLO violation rate per time bucket
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from actors.mast.report.slow_plots import slow_path_plots
+from actors.mast.report.windows import shade_windows
 
 
 def write_plots(report: dict[str, Any], out_dir: Path) -> list[tuple[str, str]]:
@@ -28,8 +30,7 @@ def write_plots(report: dict[str, Any], out_dir: Path) -> list[tuple[str, str]]:
     import matplotlib.pyplot as plt
 
     def shade(ax: Any) -> None:
-        for start, end, _name in report.get("fault_windows", []):
-            ax.axvspan(start / 3600, end / 3600, color="tab:red", alpha=0.12, lw=0)
+        shade_windows(ax, report.get("fault_windows") or [])
 
     def save(fig: Any, name: str) -> None:
         fig.tight_layout()
@@ -70,7 +71,14 @@ def write_plots(report: dict[str, Any], out_dir: Path) -> list[tuple[str, str]]:
     ax.set_xscale("log")
     ax.legend(loc="lower right")
     save(fig, "time_to_start_cdf.png")
-    out.append(("time_to_start_cdf.png", "Time to start, within vs over quota (MAST Fig. 11)"))
+    out.append(
+        (
+            "time_to_start_cdf.png",
+            "Time to start (whole wait of each scheduling event), within vs over quota at its "
+            "start (MAST Fig. 11). The SLO line is for comparison: the SLO counts only quota "
+            "time, so events right of it may still meet the SLO.",
+        )
+    )
 
     fig, ax = plt.subplots(figsize=(7, 3))
     slo = report["slo_series"]
@@ -85,6 +93,13 @@ def write_plots(report: dict[str, Any], out_dir: Path) -> list[tuple[str, str]]:
     ax.set(xlabel="emulated hours (when the SLO clock started)", ylabel="late %", ylim=(-2, 102))
     ax.legend(loc="upper left")
     save(fig, "slo.png")
-    out.append(("slo.png", "SLO violation rate of within-quota scheduling events (MAST §5.6)"))
+    out.append(
+        (
+            "slo.png",
+            "SLO violation rate (MAST §5.6): share of the judged scheduling events whose quota "
+            "time (time waited while ranked within quota) passed the SLO, by when that clock "
+            "started",
+        )
+    )
     out.extend(slow_path_plots(report, out_dir))  # none for runs without a slow path
     return out

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from actors.mast.report.windows import shade_windows
+
 S_PER_H = 3_600.0
 # Decimal byte units, largest first: the data-movement and storage axes use the
 # largest unit that keeps the biggest value at or above 1.
@@ -56,8 +58,7 @@ def _pyplot() -> Any:
 
 
 def _shade(ax: Any, report: dict[str, Any]) -> None:
-    for start, end, _name in report.get("fault_windows") or ():
-        ax.axvspan(start / S_PER_H, end / S_PER_H, color="tab:red", alpha=0.12, lw=0)
+    shade_windows(ax, report.get("fault_windows") or [], scale=1 / S_PER_H)
 
 
 def _nan(value: float | None, scale: float = 1.0) -> float:

@@ -3,18 +3,21 @@
 A scenario may import a trace instead of generating its workloads
 (`workload_csv`); `write_csv_trace` writes what the generator made in the
 same format. Reading checks every cell, and an error names the file, the
-line and the column.
+line and the column (an `InputError` whose source is the file and whose path
+is `line N`); a caller's `check` cross-checks each workload against the world
+the same way.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import get_args
 
+from emulator.errors import InputError
 from emulator.units import US_PER_S
 from store.mast.records import JobRole, JobSpec, WorkloadSpec
 
@@ -44,7 +47,7 @@ One header row naming the columns (any order), then one row per job:
   gpus          GPUs of a GPU job (≥ 1), 0 for a CPU job
   cpu_machines  CPU machines of a CPU job (≥ 1), 0 for a GPU job
   work_s        uninterrupted run time, seconds (≥ 0)
-  checkpoint_s  checkpoint interval, seconds (> 0)
+  checkpoint_s  checkpoint interval, seconds (≥ 1)
   input_tables  table names separated by ';' (may be empty)
 """
 _ROLES = frozenset(get_args(JobRole))
@@ -86,8 +89,8 @@ class _Row:
     def __init__(self, path: str, line: int, cells: dict[str, str]) -> None:
         self.path, self.line, self.cells = path, line, cells
 
-    def fail(self, column: str, message: str) -> ValueError:
-        return ValueError(f"{self.path}: line {self.line}: column {column!r}: {message}")
+    def fail(self, column: str, message: str) -> InputError:
+        return InputError(self.path, f"line {self.line}", f"column {column!r}: {message}")
 
     def text(self, column: str, *, required: bool = True) -> str:
         value = self.cells[column].strip()
@@ -163,32 +166,62 @@ def _csv_rows(source: str, text: str) -> Iterator[_Row]:
         missing = [c for c in CSV_COLUMNS if c not in header]
         unknown = [c for c in header if c not in CSV_COLUMNS]
         if missing or unknown or len(set(header)) != len(header):
-            raise ValueError(
-                f"{source}: line 1: header must name each of {', '.join(CSV_COLUMNS)} once"
-                f" (missing {missing}, unknown {unknown})"
+            raise InputError(
+                source,
+                "line 1",
+                f"header must name each of {', '.join(CSV_COLUMNS)} once"
+                f" (missing {missing}, unknown {unknown})",
             )
         for cells in reader:
             line = reader.line_num
             if not any(c.strip() for c in cells):
                 continue
             if len(cells) != len(header):
-                raise ValueError(
-                    f"{source}: line {line}: expected {len(header)} columns, got {len(cells)}"
+                raise InputError(
+                    source, f"line {line}", f"expected {len(header)} columns, got {len(cells)}"
                 )
             yield _Row(source, line, dict(zip(header, cells, strict=True)))
     except csv.Error as error:
-        raise ValueError(f"{source}: line {reader.line_num}: {error}") from None
+        raise InputError(source, f"line {reader.line_num}", str(error)) from None
 
 
-def read_csv_trace(path: str | Path) -> list[WorkloadSpec]:
-    """Read a CSV trace (`CSV_FORMAT`); `ValueError` names the file, line and column."""
+# A workload's cross-check: (key path below it, why) of its first problem, or None.
+WorkloadCheck = Callable[[WorkloadSpec], tuple[str, str] | None]
+# Columns that hold what a workload's key path names.
+_COLUMN_OF = {
+    "tenant": "tenant",
+    "gpu_type": "gpu_type",
+    "gpus": "gpus",
+    "cpu_machines": "cpu_machines",
+    "name": "job",
+    "work_us": "work_s",
+    "checkpoint_every_us": "checkpoint_s",
+}
+
+
+def read_csv_trace(
+    path: str | Path, *, check: WorkloadCheck | None = None, workloads_max: int | None = None
+) -> list[WorkloadSpec]:
+    """Read a CSV trace (`CSV_FORMAT`); `InputError` names the file, line and column.
+
+    `check` is asked about each workload once its rows are read; its
+    complaint is reported at the workload's first line.
+    """
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as error:
-        raise ValueError(f"{source}: cannot read: {error}") from None
+        raise InputError(source, "", f"cannot read: {error}") from None
+    workloads = _read(source, text, check, workloads_max)
+    return workloads
+
+
+def _read(
+    source: str, text: str, check: WorkloadCheck | None, workloads_max: int | None
+) -> list[WorkloadSpec]:
     # (workload_id, tenant, submit_at_us, recurring) of each workload, and its jobs.
     groups: list[tuple[tuple[str, str, int, bool], list[JobSpec]]] = []
+    firsts: list[_Row] = []
     seen: set[str] = set()
     for row in _csv_rows(source, text):
         head = (
@@ -200,8 +233,12 @@ def read_csv_trace(path: str | Path) -> list[WorkloadSpec]:
         if not groups or head[0] != groups[-1][0][0]:
             if head[0] in seen:
                 raise row.fail("workload_id", f"rows of {head[0]!r} are not consecutive")
+            if workloads_max is not None and len(groups) >= workloads_max:
+                raise row.fail("workload_id", f"more than {workloads_max:,} workloads")
+            _checked(groups, firsts, check)
             seen.add(head[0])
             groups.append((head, []))
+            firsts.append(row)
         first, jobs = groups[-1]
         for i, column in enumerate(("tenant", "submit_s", "recurring"), start=1):
             if head[i] != first[i]:
@@ -210,7 +247,26 @@ def read_csv_trace(path: str | Path) -> list[WorkloadSpec]:
         if any(j.name == job.name for j in jobs):
             raise row.fail("job", f"duplicate job {job.name!r} in {head[0]!r}")
         jobs.append(job)
-    return [
-        WorkloadSpec(id=wid, tenant=tenant, submit_at_us=at, recurring=recurring, jobs=tuple(jobs))
-        for (wid, tenant, at, recurring), jobs in groups
-    ]
+    _checked(groups, firsts, check)
+    return [_workload(head, jobs) for head, jobs in groups]
+
+
+def _workload(head: tuple[str, str, int, bool], jobs: list[JobSpec]) -> WorkloadSpec:
+    wid, tenant, at, recurring = head
+    return WorkloadSpec(
+        id=wid, tenant=tenant, submit_at_us=at, recurring=recurring, jobs=tuple(jobs)
+    )
+
+
+def _checked(
+    groups: list[tuple[tuple[str, str, int, bool], list[JobSpec]]],
+    firsts: list[_Row],
+    check: WorkloadCheck | None,
+) -> None:
+    """Cross-check the last workload read (at its first line), if any."""
+    if check is None or not groups:
+        return
+    problem = check(_workload(*groups[-1]))
+    if problem is not None:
+        field = problem[0].rpartition(".")[2].partition("[")[0]
+        raise firsts[-1].fail(_COLUMN_OF.get(field, "workload_id"), problem[1])

@@ -28,8 +28,23 @@ import msgspec
 Tier = Literal["machine", "rack", "network"]
 BatchMode = Literal["static", "accordion", "gns"]
 # What a finish-time-fairness contention factor counts per GPU: the jobs
-# present, or the GPUs they ask for (see actors/cluster/metrics.py).
-ContentionCount = Literal["jobs", "gpus"]
+# present, the GPUs they ask for, or the jobs of the whole trace (one factor
+# for every job, as Gavel's and Shockwave's simulator computes it); see
+# actors/cluster/metrics.py.
+ContentionCount = Literal["jobs", "gpus", "trace"]
+# How a job's gang finds GPUs: by the policy's own placement rules
+# (consolidation, tiers) or anywhere enough GPUs are free (the Tiresias
+# simulator's `--scheme count`). Semantics.placement sets it.
+PlacementRule = Literal["topology", "count"]
+# Tiresias-G's index: the paper's (and mastemu's) or the Tiresias simulator's.
+GittinsVariant = Literal["paper", "tiresias-sim"]
+# What a ranking policy (SRTF, Tiresias-G) does at equal rank: keep running
+# jobs where they are, or re-sort by (rank, earliest submit) and reallocate
+# every GPU in that order.
+EqualRank = Literal["keep", "reallocate"]
+# What SRTF's remaining time counts down: the job's work left (progress) or
+# its duration minus the time it has held GPUs (the Tiresias simulator's).
+RemainingClock = Literal["work", "held"]
 
 __all__ = [
     "BatchMode",
@@ -37,7 +52,13 @@ __all__ = [
     "ClusterView",
     "ContentionCount",
     "Decision",
+    "EqualRank",
+    "GittinsVariant",
     "JobView",
+    "PlacementRule",
+    "Regime",
+    "RemainingClock",
+    "Schedule",
     "Slot",
     "Start",
     "Tier",
@@ -50,14 +71,37 @@ class _Frozen(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     """Base of the Structs here (subclasses repeat `kw_only=True`: msgspec does not inherit it)."""
 
 
+class Regime(_Frozen, kw_only=True):
+    """A stretch of a job's work, [start, end) as progress fractions, at one batch size.
+
+    `batch_scale` multiplies the job's initial batch size; `throughput` is
+    progress speed relative to the initial batch size (epochs per second).
+    """
+
+    start: float
+    end: float
+    batch_scale: int
+    throughput: float
+
+
+# A job's batch-size schedule: one of the named modes (perf_model's regimes)
+# or its own regimes, covering progress 0..1 (a peer's per-job pattern).
+Schedule = BatchMode | tuple[Regime, ...]
+
+
 class TraceJob(_Frozen, kw_only=True):
     """One job of a cluster trace, as generators and trace importers produce it.
 
     `duration_us` is the job's run time alone on a consolidated placement,
-    without preemption (what Tiresias's trace calls `duration`); the
-    performance model stretches it when the placement is spread or the
-    batch size changes. `iterations` is the declared total (Dally's
-    I_total-expected); `weight` is a priority weight (Shockwave traces).
+    without preemption, at its initial batch size (what Tiresias's trace
+    calls `duration`); the performance model stretches it when the
+    placement is spread or the batch size changes. `iterations` is the
+    declared total (Dally's I_total-expected); `weight` is a priority weight
+    (Shockwave traces). `batch_size` is the initial batch size the trace
+    names (0: none, Shockwave Table 2's by model); `regimes`, when not
+    empty, is the job's own batch-size schedule and replaces its mode's
+    (a peer simulator's per-job pattern, `actors/cluster/batch_sizes.py`).
+    `user` is who submitted it, when the trace says (no policy uses it).
     """
 
     job_id: str
@@ -68,6 +112,9 @@ class TraceJob(_Frozen, kw_only=True):
     iterations: int = 0
     mode: BatchMode = "static"
     weight: float = 1.0
+    batch_size: int = 0
+    regimes: tuple[Regime, ...] = ()
+    user: str = ""
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -76,6 +123,15 @@ class TraceJob(_Frozen, kw_only=True):
             raise ValueError(f"job {self.job_id}: duration must be > 0")
         if self.submit_us < 0:
             raise ValueError(f"job {self.job_id}: submit time must be >= 0")
+        if self.batch_size < 0:
+            raise ValueError(f"job {self.job_id}: batch size must be >= 0")
+        if self.regimes and (self.regimes[0].start != 0.0 or self.regimes[-1].end != 1.0):
+            raise ValueError(f"job {self.job_id}: regimes must cover progress 0..1")
+
+    @property
+    def schedule(self) -> Schedule:
+        """The job's batch-size schedule: its own regimes, else its mode."""
+        return self.regimes or self.mode
 
 
 class Slot(_Frozen, kw_only=True):
@@ -98,7 +154,9 @@ class JobView(_Frozen, kw_only=True):
     SRTF and finish-time fairness estimates); `progress` is the completed
     fraction of its work in 0..1. `slowdown` is the job's current iteration
     time over its consolidated iteration time (1.0 when consolidated or
-    waiting), as the performance model gives it.
+    waiting), as the performance model gives it. `batch_size` is its
+    current batch size and `initial_batch_size` the one it started with
+    (0: Shockwave Table 2's for its model).
     """
 
     job_id: str
@@ -118,6 +176,7 @@ class JobView(_Frozen, kw_only=True):
     mode: BatchMode = "static"
     batch_size: int = 0
     weight: float = 1.0
+    initial_batch_size: int = 0
 
     @property
     def running(self) -> bool:
@@ -127,9 +186,12 @@ class JobView(_Frozen, kw_only=True):
 class ClusterView(_Frozen, kw_only=True):
     """The cluster at `now_us` as the scheduler saw it, and jobs finished since the last call.
 
-    `ftf_contention` is the run's finish-time-fairness convention
-    (`Semantics.ftf_contention`), so that policies aiming at FTF aim at the
-    ρ the report will measure.
+    The run's conventions a policy must honour come with it (the scenario's
+    `[system.semantics]`, see `actors/cluster/engine.py`'s Semantics):
+    `ftf_contention`, so that policies aiming at finish-time fairness aim at
+    the ρ the report will measure (`jobs_in_trace` is the trace's size, for
+    `"trace"`); `placement`, `gittins`, `equal_rank` and `srtf_remaining`,
+    the peer simulators' conventions the Tiresias policies and SRTF follow.
     """
 
     now_us: int
@@ -138,13 +200,24 @@ class ClusterView(_Frozen, kw_only=True):
     finished: tuple[JobView, ...] = ()
     round_us: int | None = None
     ftf_contention: ContentionCount = "jobs"
+    jobs_in_trace: int = 0
+    placement: PlacementRule = "topology"
+    gittins: GittinsVariant = "paper"
+    equal_rank: EqualRank = "keep"
+    srtf_remaining: RemainingClock = "work"
 
 
 def contention_now(view: ClusterView) -> float:
-    """The view's contention factor before clamping: jobs (or GPUs they ask for) per GPU."""
+    """The view's contention factor before clamping: jobs (or GPUs they ask for) per GPU.
+
+    With `ftf_contention = "trace"` it is the same at every instant: the
+    trace's jobs over the cluster's GPUs.
+    """
     total = sum(s.gpus_total for s in view.machines)
     if not total:
         return 1.0
+    if view.ftf_contention == "trace":
+        return view.jobs_in_trace / total
     asked = len(view.jobs) if view.ftf_contention == "jobs" else sum(j.gpus for j in view.jobs)
     return asked / total
 

@@ -21,7 +21,11 @@
   is our assumption, not a number from either paper.
 
 `consolidate` picks the placement: True is the strict fewest-machines rule
-(the baselines' production setting), False any free GPUs, tightest first.
+(the baselines' production setting), False any free GPUs, tightest first;
+a run with `placement = "count"` ignores it (any free GPUs). SRTF follows
+two more of the run's conventions: `srtf_remaining` (what remaining time
+counts down) and `equal_rank = "reallocate"` (see `remaining` and
+`Srtf.decide`).
 """
 
 from __future__ import annotations
@@ -30,9 +34,22 @@ from typing import ClassVar, Literal
 
 import msgspec
 
-from actors.policies.cluster.api import AcceptsEveryOffer, ClusterView, Decision, JobView, Slot
+from actors.policies.cluster.api import (
+    AcceptsEveryOffer,
+    ClusterView,
+    Decision,
+    JobView,
+    RemainingClock,
+    Slot,
+)
 from actors.policies.cluster.placement import Placement
-from actors.policies.cluster.tiresias.placement import Placer, anywhere, consolidated, run_pass
+from actors.policies.cluster.tiresias.placement import (
+    Placer,
+    anywhere,
+    consolidated,
+    reallocate_pass,
+    run_pass,
+)
 from emulator.units import US_PER_S
 
 __all__ = [
@@ -117,9 +134,18 @@ class BestEffort(Fifo):
     _blocking: ClassVar[bool] = False
 
 
-def remaining(job: JobView, params: SrtfParams) -> float:
-    """Oracle remaining time (µs) of the job's run alone, × GPUs for SRSF."""
-    left = job.duration_us * (1.0 - job.progress)
+def remaining(job: JobView, params: SrtfParams, clock: RemainingClock = "work") -> float:
+    """Oracle remaining time (µs) of the job's run alone, × GPUs for SRSF.
+
+    `clock` is the run's `srtf_remaining` convention: "work" counts down the
+    work left (progress, which placement slowdowns and batch-size speed-ups
+    move), "held" the duration less the time the job has held GPUs (the
+    Tiresias simulator's `duration − executed_time`).
+    """
+    if clock == "held":
+        left = float(max(0, job.duration_us - job.executed_us))
+    else:
+        left = job.duration_us * (1.0 - job.progress)
     return left * job.gpus if params.remaining == "service" else left
 
 
@@ -133,8 +159,16 @@ class Srtf(AcceptsEveryOffer):
         del params
 
     def decide(self, view: ClusterView, state: None, params: SrtfParams) -> tuple[Decision, None]:
+        clock = view.srtf_remaining
+        if view.equal_rank == "reallocate":
+            # The Tiresias simulator: by (remaining, earliest submit), every GPU handed out again.
+            order = sorted(view.jobs, key=lambda j: (remaining(j, params, clock), *_arrival(j)))
+            done = reallocate_pass(view, order, _placer(params.consolidate))
+            return Decision(preempt=done.preempt, start=done.start), state
         # On a tie the running job goes first: swapping equals only costs a preemption.
-        order = sorted(view.jobs, key=lambda j: (remaining(j, params), not j.running, *_arrival(j)))
+        order = sorted(
+            view.jobs, key=lambda j: (remaining(j, params, clock), not j.running, *_arrival(j))
+        )
         done = run_pass(view, order, _placer(params.consolidate), may_preempt=True)
         # No wake-up needed: a running job's remaining work only shrinks, so a
         # waiting job can overtake it only on an arrival or a completion.

@@ -30,7 +30,7 @@ import re
 
 import msgspec
 
-from actors.policies.cluster.api import BatchMode, Tier
+from actors.policies.cluster.api import Regime, Schedule, Tier
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -196,19 +196,6 @@ def restore_s(model: str, gpus: int) -> float:
     )
 
 
-class Regime(msgspec.Struct, frozen=True, kw_only=True):
-    """A stretch of a job's work, [start, end) as progress fractions, at one batch size.
-
-    `batch_scale` multiplies the job's initial batch size; `throughput` is
-    progress speed relative to the initial batch size (epochs per second).
-    """
-
-    start: float
-    end: float
-    batch_scale: int
-    throughput: float
-
-
 # Shockwave Fig. 2(a): doubling the batch size three times (32 -> 256) speeds
 # training up to 1.7x, so one doubling gains 1.7^(1/3) ~ 1.19x.
 GAIN_PER_DOUBLING = 1.7 ** (1 / 3)
@@ -241,15 +228,21 @@ _REGIMES: dict[str, tuple[Regime, ...]] = {
 }
 
 
-def regimes(mode: BatchMode) -> tuple[Regime, ...]:
-    """The batch-size schedule of `mode`, covering progress 0..1 without gaps."""
+def regimes(mode: Schedule) -> tuple[Regime, ...]:
+    """The batch-size schedule of `mode`, covering progress 0..1 without gaps.
+
+    A job with its own regimes (`TraceJob.schedule`) passes them instead of
+    a mode's name; they come back as they are.
+    """
+    if isinstance(mode, tuple):
+        return mode
     try:
         return _REGIMES[mode]
     except KeyError:
         raise ValueError(f"unknown batch mode {mode!r}; known: {sorted(_REGIMES)}") from None
 
 
-def regime_at(mode: BatchMode, progress: float) -> Regime:
+def regime_at(mode: Schedule, progress: float) -> Regime:
     """The regime a job of `mode` is in at `progress` (the last one at progress >= 1)."""
     for r in regimes(mode):
         if progress < r.end:
@@ -257,7 +250,7 @@ def regime_at(mode: BatchMode, progress: float) -> Regime:
     return regimes(mode)[-1]
 
 
-def exclusive_factor(mode: BatchMode) -> float:
+def exclusive_factor(mode: Schedule) -> float:
     """Run time alone under `mode`'s schedule over run time at the initial batch size.
 
     The integral of 1/throughput over progress: static 1.0, GNS ~0.782,

@@ -12,6 +12,10 @@ from actors.policies.cluster.baselines import BestEffort, Fifo, Gandiva, Srtf
 from actors.policies.cluster.dally.policy import Dally
 from actors.policies.cluster.gavel import GavelMaxMin
 from actors.policies.cluster.shockwave.policy import Shockwave
+from actors.policies.cluster.shockwave_baselines.allox import AlloX
+from actors.policies.cluster.shockwave_baselines.gandiva_fair import GandivaFair
+from actors.policies.cluster.shockwave_baselines.mst import MaxSumThroughput
+from actors.policies.cluster.shockwave_baselines.ossp import Ossp
 from actors.policies.cluster.themis import Themis
 from actors.policies.cluster.tiresias.policy import TiresiasGittins, TiresiasLas
 from actors.policies.registry import NamedRegistry
@@ -30,11 +34,16 @@ def builtin_policies() -> list[ClusterPolicy]:
         Shockwave(),
         GavelMaxMin(),
         Themis(),
+        Ossp(),
+        MaxSumThroughput(),
+        AlloX(),
+        GandivaFair(),
     ]
 
 
 _REGISTRY: NamedRegistry[ClusterPolicy] = NamedRegistry("cluster", builtin_policies)
 register = _REGISTRY.register
+unregister = _REGISTRY.unregister
 names = _REGISTRY.names
 
 

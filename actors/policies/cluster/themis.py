@@ -35,7 +35,8 @@ __all__ = ["Themis", "ThemisParams", "fullest_subset", "themis_rho"]
 
 def themis_rho(job: JobView, now_us: int, contention: float) -> float:
     """Themis's reactive finish-time-fairness estimate of one job (see the module docstring)."""
-    scale = max(1, job.batch_size // base_batch_size(job.model)) if job.batch_size else 1
+    initial = job.initial_batch_size or base_batch_size(job.model)
+    scale = max(1, job.batch_size // initial) if job.batch_size else 1
     remaining_s = (1.0 - job.progress) * job.duration_us / 1e6 / pred.throughput(scale)
     age_s = (now_us - job.submit_us) / 1e6
     ideal_s = (job.executed_us / 1e6 + remaining_s) * contention

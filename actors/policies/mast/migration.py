@@ -41,7 +41,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from emulator.units import US_PER_S, Duration
+from emulator.units import US_PER_S, at_least
 from store.mast.records import PRIORITY_LOWEST
 
 Reason = Literal[
@@ -74,7 +74,7 @@ class MigrationSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     enabled: bool = False
     # Bytes per emulated day across all copies (None: no cap).
     daily_cap_bytes: int | None = None
-    tick: Duration = Duration(300_000_000)
+    tick: at_least(US_PER_S) = 300_000_000
     policy: MigrationParams = MigrationParams()
     qos: str = "background"
 

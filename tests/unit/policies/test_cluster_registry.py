@@ -17,6 +17,11 @@ NAMED = {
     "gandiva",
     "gavel-maxmin",
     "themis",
+    # Shockwave §8.2's other baselines.
+    "ossp",
+    "mst",
+    "allox",
+    "gandiva-fair",
 }
 
 
@@ -29,7 +34,7 @@ def test_every_named_policy_is_registered_under_its_name() -> None:
 
 
 def test_an_unknown_name_lists_the_known_ones_and_a_second_policy_is_refused() -> None:
-    with pytest.raises(KeyError, match="known: best-effort, dally"):
+    with pytest.raises(KeyError, match="known: allox, best-effort, dally"):
         cluster_policy("yarn")
 
     class Impostor:

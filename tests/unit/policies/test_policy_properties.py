@@ -194,9 +194,13 @@ def test_workload_plans_never_double_book(cluster_list, jobs) -> None:
     if isinstance(out, Unschedulable):
         return
     assert isinstance(out, WorkloadPlan)
+    # every job planned once; the plans come in the order they were placed
+    by_name = {j.job: j for j in jobs}
+    assert sorted(p.job for p in out.jobs) == sorted(by_name)
     # replay the plans on working copies: each one must be sound where it was made
     work = {c.cluster_id: c for c in cluster_list}
-    for req, plan in zip(jobs, out.jobs, strict=True):
+    for plan in out.jobs:
+        req = by_name[plan.job]
         check_plan(work[plan.cluster_id], req, plan)
         work[plan.cluster_id] = apply_plan(work[plan.cluster_id], req, plan, NOW_US)
     assert out.score == sum(p.score.value for p in out.jobs)

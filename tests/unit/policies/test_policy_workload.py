@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from actors.policies.mast.placement.place import apply_plan, place_workload
@@ -194,3 +195,29 @@ def test_workload_arguments_are_checked() -> None:
 def test_no_cluster_at_all() -> None:
     out = place_workload([], [trainer(1)], NOW_US)
     assert isinstance(out, Unschedulable) and not out.preemption_could_help
+
+
+def test_when_the_given_order_fails_the_largest_job_is_placed_first() -> None:
+    # Two CPU clusters with 28 and 12 free machines; a workload of 11 + 27.
+    # In the given order the 11 take the 28-machine cluster (its P_score is the
+    # best) and the 27 then fit nowhere; largest first, the 27 take it and the
+    # 11 fit in the other. The plans come in the order placed.
+    big = ClusterSnapshot(cluster_id="c-big", machines=tuple(cpu(f"b{i}", "r1") for i in range(28)))
+    small = ClusterSnapshot(
+        cluster_id="c-small", machines=tuple(cpu(f"s{i:02}", "r2") for i in range(12))
+    )
+    jobs = [
+        JobRequest(workload_id="w", job="a", gpu_type=None, gpus=0, cpu_machines=11, priority=2),
+        JobRequest(workload_id="w", job="b", gpu_type=None, gpus=0, cpu_machines=27, priority=2),
+    ]
+    alone = place_workload([big, small], jobs[:1], NOW_US)
+    assert isinstance(alone, WorkloadPlan) and alone.jobs[0].cluster_id == "c-big"
+    plan = place_workload([big, small], jobs, NOW_US)
+    assert isinstance(plan, WorkloadPlan)
+    assert [(p.job, p.cluster_id, len(p.cpu_hosts)) for p in plan.jobs] == [
+        ("b", "c-big", 27),
+        ("a", "c-small", 11),
+    ]
+    # Neither order can place 11 + 30 in 28 + 12: the given order's answer stands.
+    jobs[1] = msgspec.structs.replace(jobs[1], cpu_machines=30)
+    assert isinstance(place_workload([big, small], jobs, NOW_US), Unschedulable)

@@ -257,6 +257,31 @@ def test_rounds_run_the_highest_priority_jobs_first() -> None:
     assert so.solve(p).rounds == (("b",), ("b",), ("a",), ("a",))
 
 
+@pytest.mark.parametrize(
+    ("running_first", "rounds"),
+    [
+        # The plan's order: b (rho 2) first, so a, running now, stops for two rounds.
+        (False, (("b",), ("b",), ("a",), ("a",))),
+        # a keeps its GPUs for its two rounds; b starts after it. Same counts (2 and 2).
+        (True, (("a",), ("a",), ("b",), ("b",))),
+    ],
+)
+def test_running_first_seats_a_running_job_before_a_more_unfair_one(
+    running_first: bool, rounds: tuple[tuple[str, ...], ...]
+) -> None:
+    a = msgspec.structs.replace(_job("a", 4, 1.0, 0.5, 0.25, 4, priority=1.0), running=True)
+    p = so.PlanProblem(
+        jobs=(a, _job("b", 4, 32.0, 0.5, 0.25, 4, priority=2.0)),
+        gpus_total=4,
+        rounds=4,
+        z0=1000,
+        running_first=running_first,
+    )
+    got = so.solve(p)
+    assert got.rounds == rounds
+    assert got.counts == (2, 2)
+
+
 # --- the policy ----------------------------------------------------------------------------
 
 M0 = (Slot(host="m0", rack="r0", gpus_total=4, gpus_free=0),)

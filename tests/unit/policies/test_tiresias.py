@@ -20,6 +20,7 @@ from actors.policies.cluster.tiresias.policy import (
     TiresiasLas,
     TiresiasParams,
     TiresiasState,
+    gittins_table,
     queue_of,
 )
 from emulator.units import S
@@ -340,6 +341,23 @@ def test_gittins_history_is_bounded() -> None:
     state = TiresiasState(services_gpu_s=(4.0,))
     _, after = GITTINS.decide(_ab_view((_done("f2", 8), _done("f3", 12))), state, params)
     assert after.services_gpu_s == (8.0, 12.0)
+
+
+def test_gittins_keeps_its_service_table_between_decisions() -> None:
+    # The learned history (4, 8, 12 GPU-s) does not change between two decisions
+    # with nothing finished: the second reuses the first's table, not a rebuilt
+    # one, and decides the same (B first, as in test_order_within_a_queue).
+    params = GittinsParams(queue_thresholds_gpu_s=(100.0,))
+    state = TiresiasState(services_gpu_s=(4.0, 8.0, 12.0))
+    gittins_table.cache_clear()
+    first, state = GITTINS.decide(_ab_view(), state, params)
+    second, _ = GITTINS.decide(_ab_view(), state, params)
+    assert [s.job_id for s in first.start] == [s.job_id for s in second.start] == ["b"]
+    info = gittins_table.cache_info()
+    assert (info.misses, info.hits) == (1, 1)
+    # A finished job changes the history, hence the table.
+    GITTINS.decide(_ab_view((_done("f4", 16),)), state, params)
+    assert gittins_table.cache_info().misses == 2
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,8 @@ def ftf(age_s: float, remaining_s: float, total_s: float, contention: float) -> 
 
 def batch_scale(job: JobView) -> int:
     """The job's current batch size over its initial one (1 when unknown)."""
-    return max(1, job.batch_size // base_batch_size(job.model)) if job.batch_size else 1
+    initial = job.initial_batch_size or base_batch_size(job.model)
+    return max(1, job.batch_size // initial) if job.batch_size else 1
 
 
 def estimate(job: JobView, memo: JobMemo, now_us: int, contention_now: float) -> Estimate:

@@ -49,6 +49,7 @@ class PlanJob(msgspec.Struct, frozen=True, kw_only=True):
     remaining_s: tuple[float, ...]
     priority: float = 0.0
     seated: bool = False
+    running: bool = False  # holds GPUs now (`PlanProblem.running_first`)
 
     def __post_init__(self) -> None:
         if not self.utility or len(self.utility) != len(self.remaining_s):
@@ -68,6 +69,8 @@ class PlanProblem(msgspec.Struct, frozen=True, kw_only=True):
     makespan_weight: float = 1e-3
     z0: float = 1.0
     utility_floor: float = 1e-6
+    # Seat the running jobs the plan gives rounds to before the others (`ranked`).
+    running_first: bool = False
 
     def __post_init__(self) -> None:
         if sum(j.gpus for j in self.jobs if j.seated) > self.gpus_total:
@@ -101,10 +104,23 @@ def objective(p: PlanProblem, counts: tuple[int, ...] | list[int]) -> float:
 
 
 def ranked(p: PlanProblem) -> list[int]:
-    """Job indices in schedule order: seated jobs, then by priority (ρ̂) and job id."""
+    """Job indices in schedule order: seated jobs, then by priority (ρ̂) and job id.
+
+    With `running_first`, the running jobs come right after the seated ones:
+    a job the plan gives rounds to keeps its GPUs through its first rounds
+    instead of giving them up to a more unfairly treated one and restarting
+    later. The counts, hence the objective, are the same either way; only
+    which rounds each job holds changes.
+    """
+    first = p.running_first
     return sorted(
         range(len(p.jobs)),
-        key=lambda i: (not p.jobs[i].seated, -p.jobs[i].priority, p.jobs[i].job_id),
+        key=lambda i: (
+            not p.jobs[i].seated,
+            first and not p.jobs[i].running,
+            -p.jobs[i].priority,
+            p.jobs[i].job_id,
+        ),
     )
 
 

@@ -15,6 +15,14 @@ lowest priority first, and only if that makes it fit. A job that cannot
 fit even so waits without preempting anyone, and later jobs may still
 start (no head-of-line blocking); `stop_at_blocked` restores YARN-CS's
 blocking.
+
+Two conventions of the Tiresias simulator change this, when the view says
+so (`[system.semantics]`): with `placement = "count"` every job takes any
+free GPUs (its `--scheme count` only counts them, so nothing is
+consolidated); and `reallocate_pass` is its pass for ranking policies
+(`equal_rank = "reallocate"`): every GPU is taken back and handed out again
+in priority order, by count, so a running job loses its GPUs to any job
+ahead of it, an equal-rank one submitted earlier included.
 """
 
 from __future__ import annotations
@@ -27,7 +35,17 @@ from actors.policies.cluster.api import ClusterView, JobView, Slot, Start
 from actors.policies.cluster.placement import TIERS, Placement, best_tier, give_back, place, take
 from actors.policies.cluster.placement import tier_of as _tier_of
 
-__all__ = ["Pass", "Placer", "anywhere", "consolidated", "min_machines", "pack_placer", "run_pass"]
+__all__ = [
+    "Pass",
+    "Placer",
+    "anywhere",
+    "by_count",
+    "consolidated",
+    "min_machines",
+    "pack_placer",
+    "reallocate_pass",
+    "run_pass",
+]
 
 Placer = Callable[[Sequence[Slot], JobView], Placement | None]
 
@@ -78,6 +96,11 @@ def pack_placer(skew_of: Callable[[str], float], pack_limit: float) -> Placer:
     return placer
 
 
+def by_count(machines: Sequence[Slot], job: JobView) -> Placement | None:
+    """`placement = "count"`: any free GPUs, whatever the job's model or the policy's rule."""
+    return anywhere(machines, job.gpus)
+
+
 def _fits(machines: Sequence[Slot], placement: Placement) -> tuple[Slot, ...] | None:
     try:
         return take(machines, placement)
@@ -126,6 +149,8 @@ def run_pass(
     `victim_ok(job, running)` narrows which lower-priority running jobs a
     waiting job may preempt (None: any).
     """
+    if view.placement == "count":
+        placer = by_count
     rack_of = {s.host: s.rack for s in view.machines}
     free = tuple(view.machines)
     preempted: dict[str, None] = {}
@@ -156,3 +181,44 @@ def run_pass(
         free = take(free, got)
         starts.append(Start(job_id=job.job_id, placement=got, tier=_tier_of(got, rack_of)))
     return Pass(preempt=tuple(preempted), start=tuple(starts))
+
+
+def reallocate_pass(view: ClusterView, order: Sequence[JobView], placer: Placer) -> Pass:
+    """Hand every GPU out again in `order`, by count (the Tiresias simulator's pass).
+
+    Each job in turn keeps (running) or gets (waiting) its gang if that many
+    GPUs are still unclaimed; a running job that does not fit is preempted,
+    even by an equal-rank job ahead of it. Who runs is decided by count;
+    then kept jobs stay where they are and starters are placed, in order, on
+    the GPUs free after the preemptions (`placer`, or any free GPUs with
+    `placement = "count"`). A starter its placer cannot place waits.
+    """
+    if view.placement == "count":
+        placer = by_count
+    everyone = tuple(view.machines)
+    for job in order:
+        if job.running:
+            everyone = give_back(everyone, job.placement)
+    left = sum(s.gpus_free for s in everyone)
+    preempt: list[str] = []
+    starting: list[JobView] = []
+    for job in order:
+        if job.gpus <= left:
+            left -= job.gpus
+            if not job.running:
+                starting.append(job)
+        elif job.running:
+            preempt.append(job.job_id)
+    free = tuple(view.machines)
+    running = {j.job_id: j for j in order if j.running}
+    for job_id in preempt:
+        free = give_back(free, running[job_id].placement)
+    rack_of = {s.host: s.rack for s in view.machines}
+    starts: list[Start] = []
+    for job in starting:
+        got = placer(free, job)
+        if got is None:
+            continue
+        free = take(free, got)
+        starts.append(Start(job_id=job.job_id, placement=got, tier=_tier_of(got, rack_of)))
+    return Pass(preempt=tuple(preempt), start=tuple(starts))

@@ -19,6 +19,14 @@ order; within a queue
   or, when Params give none, from the services of finished jobs (a bounded
   history in the state); with neither, Pseudocode 1 falls back to LAS.
 
+Two conventions of the authors' simulator come from the view (the run's
+`[system.semantics]`): `gittins = "tiresias-sim"` replaces the index by the
+simulator's (`sim_gittins.py`: full service of the finishers, attained
+service snapped to sample points, a fixed quantum, every queue ordered by
+it), and `equal_rank = "reallocate"` orders each queue by (index, earliest
+submit) and reallocates every GPU in that order (`reallocate_pass`), so a
+running job loses its GPUs to an equal-index job submitted before it.
+
 Scheduling follows Pseudocode 2, placement-aware (see tiresias_placement):
 a waiting job that cannot otherwise fit preempts running jobs of lower
 queues (or, for Gittins, of lower index in its queue) — on arrival and on
@@ -35,6 +43,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import ClassVar
 
 from actors.policies.cluster.api import AcceptsEveryOffer, ClusterView, Decision, JobView
@@ -46,7 +55,13 @@ from actors.policies.cluster.tiresias.params import (
     TiresiasParams,
     TiresiasState,
 )
-from actors.policies.cluster.tiresias.placement import Pass, pack_placer, run_pass
+from actors.policies.cluster.tiresias.placement import (
+    Pass,
+    pack_placer,
+    reallocate_pass,
+    run_pass,
+)
+from actors.policies.cluster.tiresias.sim_gittins import PEER_DELTA_GPU_S, SimGittinsTable
 from emulator.units import US_PER_S
 
 __all__ = ["GittinsParams", "TiresiasGittins", "TiresiasLas", "TiresiasParams", "TiresiasState"]
@@ -79,15 +94,27 @@ def _promotable(job: JobView, reset: Reset, thr: Sequence[int], knob: float, now
     return waited_us(job, now_us) - reset[2] >= knob * (job.executed_us - reset[1])
 
 
+Table = ServiceTable | SimGittinsTable
+
+
 def _priority(
-    job: JobView, reset: Reset, thr: Sequence[int], table: ServiceTable | None
+    job: JobView, reset: Reset, thr: Sequence[int], table: Table | None, by_submit: bool = False
 ) -> tuple[int, float, int, int, int, str]:
-    """Sort key: queue, then -Gittins index (0 for LAS and the last queue), then FIFO by start."""
+    """Sort key: queue, then -Gittins index (0 for LAS and the last queue), then FIFO by start.
+
+    The simulator's index (`SimGittinsTable`) orders every queue, the last
+    one too; `by_submit` breaks equal indexes by earliest submission instead
+    of by start time (`equal_rank = "reallocate"`).
+    """
     attained = job.attained_gpu_us - reset[0]
     q = queue_of(attained, thr)
     gittins = 0.0
-    if table is not None and q < len(thr):
+    if isinstance(table, SimGittinsTable):
+        gittins = -table.index(attained / US_PER_S)
+    elif table is not None and q < len(thr):
         gittins = -table.ratio(attained / US_PER_S, thr[q] / US_PER_S)
+    if by_submit:
+        return (q, gittins, 0, 0, job.submit_us, job.job_id)
     if job.first_start_us is None:
         return (q, gittins, 1, 0, job.submit_us, job.job_id)
     # A promoted job re-enters Q1 as if it started at its promotion: it queues
@@ -134,7 +161,7 @@ def _decide(
     view: ClusterView,
     state: TiresiasState,
     params: TiresiasParams,
-    table: ServiceTable | None,
+    table: Table | None,
     services: tuple[float, ...],
 ) -> tuple[Decision, TiresiasState]:
     thr = _thresholds_us(params)
@@ -146,7 +173,12 @@ def _decide(
             if _promotable(job, resets.get(job.job_id, _NO_RESET), thr, knob, view.now_us):
                 waited = waited_us(job, view.now_us)
                 resets[job.job_id] = (job.attained_gpu_us, job.executed_us, waited, view.now_us)
-    keys = {j.job_id: _priority(j, resets.get(j.job_id, _NO_RESET), thr, table) for j in view.jobs}
+    # Reallocation is for an order by rank: LAS (no table) keeps its FIFO by start.
+    reallocate = table is not None and view.equal_rank == "reallocate"
+    keys = {
+        j.job_id: _priority(j, resets.get(j.job_id, _NO_RESET), thr, table, reallocate)
+        for j in view.jobs
+    }
     order = sorted(view.jobs, key=lambda j: keys[j.job_id])
 
     def victim_ok(job: JobView, running: JobView) -> bool:
@@ -155,12 +187,16 @@ def _decide(
         (mine, my_index, *_), (theirs, their_index, *_) = keys[job.job_id], keys[running.job_id]
         if theirs != mine:
             return theirs > mine
-        if table is not None and mine < len(thr):
+        # The simulator's index orders the last queue too.
+        if isinstance(table, SimGittinsTable) or (table is not None and mine < len(thr)):
             return their_index > my_index  # keys hold -index
         return params.fifo_preempts
 
     placer = pack_placer(skew, params.pack_limit)
-    done = run_pass(view, order, placer, may_preempt=params.preempt, victim_ok=victim_ok)
+    if reallocate and params.preempt:
+        done = reallocate_pass(view, order, placer)
+    else:
+        done = run_pass(view, order, placer, may_preempt=params.preempt, victim_ok=victim_ok)
     decision = Decision(
         preempt=done.preempt,
         start=done.start,
@@ -198,11 +234,34 @@ class TiresiasGittins(AcceptsEveryOffer):
     def decide(
         self, view: ClusterView, state: TiresiasState, params: GittinsParams
     ) -> tuple[Decision, TiresiasState]:
+        table: Table | None = None
+        thr = params.queue_thresholds_gpu_s
+        delta = thr[0] if thr else PEER_DELTA_GPU_S
         if params.service_values_gpu_s:
             services = state.services_gpu_s  # the operator's distribution: nothing to learn
-            dist = distribution(params.service_values_gpu_s, params.service_probs or None)
+            values, probs = tuple(params.service_values_gpu_s), tuple(params.service_probs)
+            table = gittins_table(values, probs or None, view.gittins, delta)
         else:
             services = _remember(state.services_gpu_s, view.finished, params.history_jobs_max)
-            dist = distribution(services) if services else None
-        table = None if dist is None else ServiceTable(dist)
+            if services:
+                table = gittins_table(services, None, view.gittins, delta)
         return _decide(view, state, params, table, services)
+
+
+@lru_cache(maxsize=8)
+def gittins_table(
+    values: tuple[float, ...], probs: tuple[float, ...] | None, variant: str, delta: float
+) -> Table:
+    """The index table of a service distribution, kept between decisions.
+
+    Building it (merging, sorting and summing up to `history_jobs_max`
+    services) was two thirds of the engine's time under tiresias-gittins,
+    rebuilt at every decision although the history changes only when a job
+    finishes. The tables are immutable and a pure function of these
+    arguments, so the cache is not state: a replay gets the same decisions
+    with or without it. `delta` is used by the simulator's variant only.
+    """
+    dist = distribution(values, probs)
+    if variant == "tiresias-sim":
+        return SimGittinsTable(dist, delta)
+    return ServiceTable(dist)

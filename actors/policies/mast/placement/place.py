@@ -93,13 +93,46 @@ def place_workload(
     a working copy of its cluster (`apply_plan`, here on its index) before the
     next job is placed, so the jobs of one workload never count the same GPU
     twice. The workload's score is the sum of its jobs' values.
+
+    When that order finds no placement, the jobs are tried once more largest
+    first (`largest_first`): a small job placed first may take the one
+    cluster that a larger one needed, while the larger job first leaves the
+    small one room elsewhere (a trainer of 11 CPU machines in the cluster with
+    28 free, then no room for its 27-machine preprocessing in either). The
+    plans come in the order their jobs were placed: a later job may count on
+    what an earlier one's victims free.
     """
     if not jobs:
         raise ValueError("place_workload: a workload has at least one job")
     workload_id = jobs[0].workload_id
     if any(j.workload_id != workload_id for j in jobs):
         raise ValueError(f"place_workload: jobs of several workloads, expected {workload_id}")
-    work = [index_of(c) for c in sorted(clusters, key=lambda c: c.cluster_id)]
+    ordered = sorted(clusters, key=lambda c: c.cluster_id)
+    first = _place_in_order(ordered, jobs, now_us, allow_preemption)
+    if isinstance(first, WorkloadPlan):
+        return first
+    again = largest_first(jobs)
+    if again == list(jobs):
+        return first
+    second = _place_in_order(ordered, again, now_us, allow_preemption)
+    # In the order placed: a later job may use what an earlier one's victims free.
+    return first if isinstance(second, Unschedulable) else second
+
+
+def largest_first(jobs: Sequence[JobRequest]) -> list[JobRequest]:
+    """The jobs by what they ask for, most first (GPUs, then CPU machines; ties keep order)."""
+    return sorted(jobs, key=lambda j: (-j.gpus, -j.cpu_machines))
+
+
+def _place_in_order(
+    ordered: Sequence[ClusterSnapshot],
+    jobs: Sequence[JobRequest],
+    now_us: int,
+    allow_preemption: bool,
+) -> WorkloadPlan | Unschedulable:
+    """`place_workload` with the jobs placed in exactly the given order."""
+    workload_id = jobs[0].workload_id
+    work = [index_of(c) for c in ordered]
     plans: list[JobPlan] = []
     for n, req in enumerate(jobs):
         best: tuple[int, _Option] | None = None

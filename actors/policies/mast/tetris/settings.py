@@ -14,7 +14,7 @@ import msgspec
 from msgspec import Meta
 
 from actors.policies.mast.tetris.cost import TetrisParams
-from emulator.units import US_PER_S, Duration
+from emulator.units import US_PER_S, Duration, at_least
 
 __all__ = ["TetrisSettings", "WarehouseParams"]
 
@@ -74,7 +74,7 @@ class TetrisSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     """`[system.tetris]`: Tetris's schedule, its policy knobs and the warehouse model."""
 
     enabled: bool = False
-    interval: Duration = Duration(86_400 * US_PER_S)
-    first_pass: Duration = Duration(600 * US_PER_S)
+    interval: at_least(60 * US_PER_S) = 86_400 * US_PER_S
+    first_pass: Duration = 600 * US_PER_S
     policy: TetrisParams = TetrisParams()
     warehouse: WarehouseParams = WarehouseParams()

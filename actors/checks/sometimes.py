@@ -1,0 +1,229 @@
+"""The rare states of mastemu's protocols that a campaign should reach at least once.
+
+Detectors for `emulator.sometimes`: each reads the decisions, store events
+and faults a run recorded and names the rare states they show. They judge
+nothing (the checkers do); they say what a campaign exercised. Each state
+below is one where a bug would hide: a failover, an expiry, a race that a
+calm run never enters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from emulator.trace import TraceEvent
+
+LEASES = {
+    "leader-failover": "a role changed leader: a new lease epoch after the first",
+    "leader-lost-lease": "a leader found its lease gone (paused or cut off past its TTL)",
+}
+
+MAST = {
+    "gms-failover-mid-auction": "a new GMS leader took over while an auction was open",
+    "rms-hold-expired": "an RMS hold on a pipelined bid's machines expired without an award",
+    "copy-resumed-after-partition": "a WAN copy in flight when a partition began made "
+    "progress after it healed",
+    "cm-takes-up-preemption": "a new CM leader took up a preempting plan its predecessor "
+    "recorded (the victims' checkpoints finish under it)",
+    "region-lost-and-back": "the GMS gave a dark region's workloads up, and later awarded "
+    "that region an auction again",
+    "plan-refused-machine-taken": "two plans counted on one machine; its CM refused the later",
+    "late-bid": "a bid arrived after its auction was decided",
+    "award-lost-cas": "an award lost the queue's compare-and-set (its GMS no longer led)",
+    "dispatch-failed": "a dispatch failed and its workload went back to the queue",
+    "gang-timeout": "a job's gang did not assemble in time and the attempt was given up",
+    "data-fetched-on-demand": "a workload waiting for data had it copied on demand",
+}
+
+CLUSTER = {
+    "cluster-plan-refused": "a cluster CM refused a scheduler's plan (its machines changed)",
+    "cluster-offer-declined": "a job's agent turned an offer down and the job waited again",
+    "cluster-scheduler-rebuilt": "a new scheduler leader rebuilt its accounts from the fleet",
+}
+
+
+class LeaseDetector:
+    """Failovers and lost leases of any role (the lease demo, MAST, the cluster system)."""
+
+    def observe(self, event: TraceEvent) -> Iterable[str]:
+        if event.kind != "decision":
+            return ()
+        if event.type == "lease.leader" and event.payload.get("epoch", 1) > 1:
+            return ("leader-failover",)
+        if event.type == "lease.lost":
+            return ("leader-lost-lease",)
+        return ()
+
+
+_MACHINE_TAKEN = ("held by another", "GPUs free, plan needs")
+
+
+class MastDetector:
+    """MAST's rare states, from the GMS's, RMSs', CMs' and migration's own records."""
+
+    def __init__(self) -> None:
+        self.open_auctions: set[int] = set()
+        self.lost_regions: set[str] = set()
+        self.copies: set[int] = set()  # copies that have made progress and are not over
+        self.cut_off: set[int] = set()  # of those, the ones in flight when a partition began
+        self.partitions = 0
+
+    def observe(self, event: TraceEvent) -> Iterable[str]:
+        kind = event.kind
+        if kind == "store":
+            return self._store(event)
+        if kind == "fault":
+            if event.type == "partition.start":
+                self.partitions += 1
+                self.cut_off |= self.copies
+            elif event.type == "partition.end":
+                self.partitions = max(0, self.partitions - 1)
+            return ()
+        if kind != "decision":
+            return ()
+        payload: Any = event.payload
+        type_ = event.type
+        if type_ == "lease.leader":
+            if payload["role"] == "gms" and payload["epoch"] > 1 and self.open_auctions:
+                return ("gms-failover-mid-auction",)
+        elif type_ == "rms.unhold":
+            if payload.get("why") == "expired":
+                return ("rms-hold-expired",)
+        elif type_ == "cm.plan-taken-up":
+            if payload.get("victims"):
+                return ("cm-takes-up-preemption",)
+        elif type_ == "gms.region-lost":
+            self.lost_regions.add(payload["region"])
+        elif type_ == "auction.award":
+            if payload["winner"] in self.lost_regions:
+                self.lost_regions.discard(payload["winner"])
+                return ("region-lost-and-back",)
+        elif type_ == "cm.reject":
+            if any(words in str(payload.get("why", "")) for words in _MACHINE_TAKEN):
+                return ("plan-refused-machine-taken",)
+        elif type_ in _ONE_EVENT:
+            return (_ONE_EVENT[type_],)
+        elif type_ == "migration.on-demand" and payload.get("region") is not None:
+            return ("data-fetched-on-demand",)
+        return ()
+
+    def _store(self, event: TraceEvent) -> Iterable[str]:
+        args, result = event.payload
+        type_ = event.type
+        if type_ == "auction.open":
+            if result is not None:
+                self.open_auctions.add(result)
+        elif type_ == "auction.close":
+            self.open_auctions.discard(args[0])
+        elif type_ == "migration.progress":
+            resumed = 0
+            for copy_id, _, state in args[1]:
+                if state in ("done", "cancelled"):
+                    self.copies.discard(copy_id)
+                else:
+                    self.copies.add(copy_id)
+                if copy_id in self.cut_off and not self.partitions:
+                    self.cut_off.discard(copy_id)
+                    resumed += 1
+            return ("copy-resumed-after-partition",) * resumed
+        elif type_ in ("migration.done", "migration.cancel"):
+            self.copies.discard(args[1])
+            self.cut_off.discard(args[1])
+        return ()
+
+
+# Decisions that are the rare state by themselves.
+_ONE_EVENT = {
+    "auction.late": "late-bid",
+    "auction.lost-cas": "award-lost-cas",
+    "dispatch.failed": "dispatch-failed",
+    "agent.gang-timeout": "gang-timeout",
+}
+
+
+class ClusterDetector:
+    """The cluster system's rare states, from its scheduler's decisions."""
+
+    def observe(self, event: TraceEvent) -> Iterable[str]:
+        if event.kind == "decision" and event.type in _CLUSTER_EVENTS:
+            return (_CLUSTER_EVENTS[event.type],)
+        return ()
+
+
+_CLUSTER_EVENTS = {
+    "cluster.plan-refused": "cluster-plan-refused",
+    "cluster.offer-declined": "cluster-offer-declined",
+    "cluster.rebuilt": "cluster-scheduler-rebuilt",
+}
+
+
+# ---- phases, for `mastemu explore` ---------------------------------------------------------
+# A leader change this recent still counts as "failover" when the next fault begins.
+FAILOVER_WINDOW_US = 60_000_000
+
+
+class MastPhase:
+    """Which of MAST's delicate phases a run is in: what a fault may land inside.
+
+    The phase is the sorted set of: `auction` (an auction is open), `copy` (a
+    WAN copy is in flight), `preempting` (a dispatch with victims has not yet
+    been taken up by its CM), `failover` (a leader changed within the last
+    minute), `dark` (a region is given up); `calm` when none holds.
+    """
+
+    def __init__(self) -> None:
+        self.auctions: set[int] = set()
+        self.copies: set[int] = set()
+        self.preempting: set[str] = set()
+        self.dark: set[str] = set()
+        self.last_failover_us: int | None = None
+        self.now_us = 0
+
+    def observe(self, event: TraceEvent) -> None:
+        self.now_us = event.t_us
+        if event.kind == "store":
+            args, result = event.payload
+            if event.type == "auction.open" and result is not None:
+                self.auctions.add(result)
+            elif event.type == "auction.close":
+                self.auctions.discard(args[0])
+            elif event.type == "migration.progress":
+                for copy_id, _, state in args[1]:
+                    (self.copies.discard if state in ("done", "cancelled") else self.copies.add)(
+                        copy_id
+                    )
+            elif event.type in ("migration.done", "migration.cancel"):
+                self.copies.discard(args[1])
+            return
+        if event.kind != "decision":
+            return
+        payload: Any = event.payload
+        if event.type == "lease.leader" and payload.get("epoch", 1) > 1:
+            self.last_failover_us = event.t_us
+        elif event.type == "rms.dispatch" and payload.get("victims"):
+            self.preempting.add(payload["workload"])
+        elif event.type in ("cm.agent-start", "dispatch.failed"):
+            self.preempting.discard(payload.get("workload", ""))
+        elif event.type == "gms.region-lost":
+            self.dark.add(payload["region"])
+        elif event.type == "auction.award":
+            self.dark.discard(payload["winner"])
+
+    def phase(self) -> str:
+        recent = (
+            self.last_failover_us is not None
+            and self.now_us - self.last_failover_us <= FAILOVER_WINDOW_US
+        )
+        flags = [
+            name
+            for name, on in (
+                ("auction", self.auctions),
+                ("copy", self.copies),
+                ("dark", self.dark),
+                ("failover", recent),
+                ("preempting", self.preempting),
+            )
+            if on
+        ]
+        return "+".join(flags) or "calm"

@@ -1,0 +1,65 @@
+"""`mastemu explore SCENARIO --budget N|T`: a guided search of fault schedules.
+
+A random nemesis finds shallow bugs fast and deep ones rarely: a bug that
+needs a failover inside an open auction, or a pause exactly as long as a
+lease, is one schedule in millions. Exploring keeps what is new instead:
+every run yields a coverage signature, a schedule whose run reached
+something no run reached before joins a corpus, and new schedules are
+mutations of the corpus' members (fault added, removed, moved in time,
+retargeted, lengthened or shortened; two schedules spliced; the run seed
+changed), with more runs given to members whose children keep paying off.
+This is the feedback loop of coverage-guided fuzzers (AFL's corpus and
+energy), with a protocol's features in place of a program's edges, as
+Mallory does for Jepsen.
+
+The signature of a run (`Features`) is a set of strings:
+  - `S:NAME`: a sometimes property reached (`emulator.sometimes`);
+  - `F:ACTION@PHASE`: a fault of that kind began while the system was in
+    that phase (`register_phases`: for MAST, an auction open, a copy in
+    flight, a preemption pending, a leader just changed…);
+  - `D:TYPE:B`: a decision type seen about 2^B times (a run that makes an
+    unusual number of a decision is a different run);
+  - `V:INVARIANT`: a violation.
+
+A failure's signature is its invariant and the decision just before it,
+with the kind of actor that made it (`lease-safety after lease.leader by
+demo`).
+
+Determinism: the search draws from its own RNG stream (`--seed`), runs one
+schedule at a time and reads nothing of the wall clock, so a budget in runs
+gives the same corpus, the same failures and the same files every time. A
+budget in time stops after the run that crossed it.
+
+A violation is de-duplicated by its signature (the invariant and the
+decision type that came just before it) and each distinct one is shrunk
+(`emulator.run.shrink`) and written once as a minimal scenario.
+"""
+
+from emulator.run.explore.budget import Budget, parse_budget
+from emulator.run.explore.features import Features, Outcome, run_schedule, run_schedule_shipped
+from emulator.run.explore.search import (
+    Explorer,
+    ExploreResult,
+    Failure,
+    RunRecord,
+    explore,
+    summary_lines,
+)
+from emulator.run.explore.space import FaultSpace, fault_space
+
+__all__ = [
+    "Budget",
+    "ExploreResult",
+    "Explorer",
+    "Failure",
+    "FaultSpace",
+    "Features",
+    "Outcome",
+    "RunRecord",
+    "explore",
+    "fault_space",
+    "parse_budget",
+    "run_schedule",
+    "run_schedule_shipped",
+    "summary_lines",
+]

@@ -1,0 +1,126 @@
+"""One run of a schedule and the coverage signature it yields."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from emulator.run.coverage import system_kind
+from emulator.run.pools import ship_db, worker_tempdir
+from emulator.run.runner import remove_run_files
+from emulator.run.scenario import (
+    Fault,
+    convert_scenario,
+    parse_raw,
+)
+from emulator.run.shrink import Schedule, variant
+from emulator.sometimes import (
+    KINDS,
+    Tally,
+    phase_tracker,
+)
+from emulator.trace import TraceEvent
+
+
+# ---- one run and its signature ----------------------------------------------------
+class Features:
+    """The run's coverage signature, collected as it runs (module docstring)."""
+
+    def __init__(self, system: str | None) -> None:
+        self.tally = Tally(system)
+        self.phase = phase_tracker(system)
+        self.decisions: Counter[str] = Counter()
+        self.found: set[str] = set()
+        self.last_decision = "-"
+        self.failure: tuple[str, str] | None = None
+
+    def observe(self, event: TraceEvent) -> None:
+        self.tally.observe(event)
+        if self.phase is not None:
+            self.phase.observe(event)
+        if event.kind == "decision":
+            self.decisions[event.type] += 1
+            # By whom, as a kind of actor (`rms`, not `rms/us-east/1`): the same
+            # bug met through another region or replica is the same failure.
+            self.last_decision = f"{event.type} by {event.src.split('/', 1)[0]}"
+        elif event.kind == "fault" and event.type.endswith(".start"):
+            action = event.type.removesuffix(".start")
+            now = self.phase.phase() if self.phase is not None else "any"
+            self.found.add(f"F:{action}@{now}")
+        elif event.kind == "violation":
+            self.found.add(f"V:{event.type}")
+            if self.failure is None:
+                self.failure = (event.type, self.last_decision)
+
+    def attach(self, kernel: Any) -> None:
+        for kind in (*KINDS, "violation"):
+            kernel.tracer.subscribe(kind, self.observe)
+
+    def signature(self) -> frozenset[str]:
+        out = set(self.found)
+        out.update(f"S:{name}" for name, n in self.tally.counts.items() if n)
+        out.update(f"D:{t}:{int(math.log2(n))}" for t, n in self.decisions.items())
+        return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one run of a schedule gave the search (plain data: it may come from a worker)."""
+
+    signature: frozenset[str]
+    counts: dict[str, int]
+    failure: tuple[str, str] | None
+    status: str
+    cpu_s: float
+    files: dict[str, bytes] = field(default_factory=dict)  # a shipped failing run's database
+
+
+def run_schedule(
+    raw: dict[str, Any], heal_at_us: int | None, seed: int, faults: tuple[Fault, ...], db: Path
+) -> Outcome:
+    """Run the scenario with exactly these faults into `db`; what the search learns of it."""
+    from emulator.run.runner import execute, plan_run
+
+    cpu0 = time.process_time()
+    schedule = Schedule(list(faults), heal_at_us)
+    text = json.dumps(variant(raw, schedule, range(len(faults)), _inv(raw)))
+    scenario = convert_scenario(parse_raw(text, "<explore>"), "<explore>")
+    features = Features(system_kind(scenario.system))
+    remove_run_files(db)
+    result = asyncio.run(
+        execute(plan_run(scenario, text, "<explore>"), seed=seed, out=db, on_kernel=features.attach)
+    )
+    return Outcome(
+        features.signature(),
+        dict(features.tally.counts),
+        features.failure,
+        result.status,
+        time.process_time() - cpu0,
+    )
+
+
+def run_schedule_shipped(
+    raw: dict[str, Any], heal_at_us: int | None, seed: int, faults: tuple[Fault, ...]
+) -> Outcome:
+    """`run_schedule` on a worker: its own scratch folder, a failing database shipped back."""
+    with worker_tempdir() as workdir:
+        db = Path(workdir) / "run.db"
+        outcome = run_schedule(raw, heal_at_us, seed, faults, db)
+        if outcome.failure is None:
+            return outcome
+        return dataclasses.replace(outcome, files=ship_db(db))
+
+
+def _inv(raw: dict[str, Any]) -> dict[str, Any]:
+    """The scenario's invariants, stopping at the first violation (the rest of a
+    failing run is not worth its time)."""
+    invariants = dict(raw.get("invariants", {}))
+    invariants["stop_on_violation"] = True
+    return invariants

@@ -1,0 +1,112 @@
+"""The faults a mutation may draw, from the scenario's world and roles."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from emulator.run.scenario import (
+    CrashFault,
+    DelayFault,
+    DownFault,
+    DuplicateFault,
+    Fault,
+    LossFault,
+    PartitionFault,
+    PauseFault,
+    Scenario,
+    SlowStoreFault,
+)
+from emulator.run.shrink import Schedule
+from emulator.units import MS, Duration
+
+ACTIONS = ("crash", "pause", "partition", "loss", "duplicate", "delay", "down", "slow-store")
+
+
+# ---- what a schedule can hold -------------------------------------------------------
+@dataclass(frozen=True)
+class FaultSpace:
+    """The faults a mutation may draw: kinds, targets, regions, nodes and when."""
+
+    actions: tuple[str, ...]
+    targets: tuple[str, ...]
+    regions: tuple[str, ...]
+    nodes: tuple[str, ...]
+    start_us: int
+    end_us: int
+    duration_mean_us: int
+
+    def draw(self, rng: random.Random) -> Fault | None:
+        action = rng.choice(self.actions)
+        at = Duration(rng.randrange(self.start_us, max(self.start_us + 1, self.end_us)))
+        room = max(MS, self.end_us - int(at))
+        length = Duration(min(room, max(MS, int(rng.expovariate(1.0 / self.duration_mean_us)))))
+        if action in ("crash", "pause", "slow-store") and self.targets:
+            target = rng.choice(self.targets)
+            if action == "crash":
+                return CrashFault(at=at, target=target, restart_after=length)
+            if action == "pause":
+                return PauseFault(at=at, target=target, duration=length)
+            latency = Duration(max(MS, int(rng.expovariate(1.0 / (20 * MS)))))
+            return SlowStoreFault(at=at, target=target, duration=length, latency=latency)
+        if action in ("partition", "loss", "duplicate", "delay") and len(self.regions) >= 2:
+            a, b = rng.sample(self.regions, 2)
+            if action == "partition":
+                return PartitionFault(at=at, regions=[a, b], duration=length)
+            if action == "loss":
+                return LossFault(at=at, duration=length, between=[a, b], probability=0.3)
+            if action == "duplicate":
+                return DuplicateFault(at=at, duration=length, between=[a, b], probability=0.3)
+            extra = round(rng.uniform(50, 2_000), 3)
+            return DelayFault(at=at, duration=length, between=[a, b], extra_ms=extra)
+        if action == "down" and self.nodes:
+            return DownFault(at=at, node=rng.choice(self.nodes), duration=length)
+        return None
+
+    def retarget(self, fault: Fault, rng: random.Random) -> Fault:
+        if isinstance(fault, CrashFault | PauseFault | SlowStoreFault) and self.targets:
+            return msgspec.structs.replace(fault, target=rng.choice(self.targets))
+        if isinstance(fault, PartitionFault) and fault.regions and len(self.regions) >= 2:
+            return msgspec.structs.replace(fault, regions=rng.sample(self.regions, 2))
+        if isinstance(fault, LossFault | DuplicateFault | DelayFault) and len(self.regions) >= 2:
+            return msgspec.structs.replace(fault, between=rng.sample(self.regions, 2))
+        if isinstance(fault, DownFault) and self.nodes:
+            return msgspec.structs.replace(fault, node=rng.choice(self.nodes))
+        return fault
+
+
+def length_field(fault: Fault) -> str | None:
+    for name in ("duration", "restart_after"):
+        if getattr(fault, name, None) is not None:
+            return name
+    return None
+
+
+def fault_space(plan: Any, seed: int, schedule: Schedule) -> FaultSpace:
+    """What the scenario's world and roles allow, over the span its faults may use."""
+    from emulator.net.topology import Topology
+    from emulator.run.faults import LEADER_OF
+    from emulator.run.runner import build_system
+
+    scenario: Scenario = plan.scenario
+    build = build_system(plan, seed)
+    roles = sorted(set(plan.roles) | set(build.roles if build is not None else []))
+    topology = Topology(scenario.world.regions)
+    actors = [a for a, *_ in plan.actors]
+    nemesis = scenario.nemesis
+    actions = tuple(nemesis.actions) if nemesis.enabled else ACTIONS
+    run_us = int(scenario.duration)
+    end = schedule.heal_at_us if schedule.heal_at_us is not None else run_us * 9 // 10
+    start = min(int(nemesis.start) if nemesis.enabled else run_us // 20, end - 1)
+    return FaultSpace(
+        actions=actions,
+        targets=tuple([f"{LEADER_OF}{r}" for r in roles] + actors),
+        regions=tuple(topology.regions),
+        nodes=tuple(sorted(topology.machines)),
+        start_us=max(0, start),
+        end_us=max(1, end),
+        duration_mean_us=max(MS, int(nemesis.duration_mean)),
+    )
