@@ -126,6 +126,7 @@ class Kernel:
         self.tracer = tracer
         self.store = store
         self.options = options or KernelOptions()
+        self._mailbox_max = self.options.mailbox_len_max
         self.bugs = self.options.bugs
         self.pacer = pacer
         self.metrics = metrics  # a store.trace.MetricWriter, or None to discard samples
@@ -377,20 +378,25 @@ class Kernel:
         self.tracer.record(self.now_us, "drop", env.src, env.to, _type_name(env.msg), (reason, env))
 
     def _deliver(self, slot: ActorSlot, env: Envelope) -> None:
+        # The hottest path of a run: attribute look-ups and calls are kept out of it
+        # where a cheap test says they are not needed (no host down, a plain message).
         state = slot.state
         if state in (DOWN, EXITED):
             self.trace_drop(env, "actor-down")
             return
-        if not self.network.host_up(slot.host):
+        network = self.network
+        if network.down and not network.host_up(slot.host):
             self.trace_drop(env, "host-down")
             return
         mailbox = slot.mailbox
-        if len(mailbox) >= self.options.mailbox_len_max:
+        if len(mailbox) >= self._mailbox_max:
             slot.overflow += 1
             self.trace_drop(env, "mailbox-full")
             return
         self.deliveries += 1
-        self.tracer.record(self.now_us, "deliver", env.src, env.to, _type_name(env.msg), env)
+        msg = env.msg
+        name = type(msg).__name__ if type(msg) is not Reliable else type(msg.msg).__name__
+        self.tracer.record(self.now_us, "deliver", env.src, env.to, name, env)
         wanted = slot.wait_reply
         if (
             state == WAIT_RECV

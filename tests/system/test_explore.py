@@ -46,7 +46,7 @@ def test_the_search_finds_what_random_seeds_do_not_and_writes_a_minimal_reproduc
     random = sweep(str(unfenced), range(1, 21), jobs=2, keep_dir=tmp_path / "kept")
     assert not any(r.failed for r in random.runs)  # 20 random seeds: all clean
     result = explore(
-        str(unfenced), seed=1, budget=Budget(runs=60), out_dir=tmp_path / "ex", stop_at_first=True
+        str(unfenced), seed=1, budget=Budget(runs=150), out_dir=tmp_path / "ex", stop_at_first=True
     )
     (failure,) = result.failures
     assert failure.signature[0] == "lease-safety"

@@ -19,7 +19,7 @@ from emulator.errors import InputError
 from emulator.run.coverage import system_kind
 from emulator.run.explore.budget import Budget
 from emulator.run.explore.features import run_schedule, run_schedule_shipped
-from emulator.run.explore.space import fault_space, length_field
+from emulator.run.explore.space import fault_space, fresh_schedule, length_field
 from emulator.run.pools import ClusterSpec, dask_pool, land_db
 from emulator.run.runner import remove_run_files
 from emulator.run.scenario import (
@@ -151,6 +151,7 @@ class Explorer:
         self.seen: set[str] = set()
         self.corpus: list[Member] = []
         self.base_seed = scenario.seed
+        self.drawn = 0  # candidates drawn after the base: every other one is a fresh seed
 
     # -- choosing the next schedule
     def _pick(self) -> Member:
@@ -207,11 +208,19 @@ class Explorer:
 
     # -- running
     def _candidates(self, index: int, n: int) -> list[tuple[str, int, tuple[Fault, ...], Any]]:
-        """The next `n` schedules to run: the base first, then mutations of the corpus."""
+        """The next `n` schedules to run: the base first, then, in turn, a fresh seed
+        with the schedule its nemesis draws (what a random search would run) and a
+        mutation of the corpus. So the search covers what random seeds reach, at
+        half their pace at worst, and spends the other half where coverage led."""
         if index == 0:
             return [("base", self.base_seed, tuple(self.schedule.faults), None)]
-        out = []
+        out: list[tuple[str, int, tuple[Fault, ...], Any]] = []
         for _ in range(n):
+            self.drawn += 1
+            if self.drawn % 2:
+                seed = self.rng.randrange(1, 2**31)
+                out.append(("fresh", seed, fresh_schedule(self.plan, self.space, seed), None))
+                continue
             parent = self._pick()
             mutation, seed, faults = self._mutate(parent)
             out.append((mutation, seed, faults, parent))

@@ -38,6 +38,7 @@ class FaultSpace:
     start_us: int
     end_us: int
     duration_mean_us: int
+    roles: tuple[str, ...] = ()  # every role of the run, for the nemesis of a fresh seed
 
     def draw(self, rng: random.Random) -> Fault | None:
         action = rng.choice(self.actions)
@@ -85,6 +86,15 @@ def length_field(fault: Fault) -> str | None:
     return None
 
 
+def fresh_schedule(plan: Any, space: FaultSpace, seed: int) -> tuple[Fault, ...]:
+    """The faults a run of `seed` has as the scenario stands: its own, then its nemesis'."""
+    from emulator.net.topology import Topology
+    from emulator.run.runner import fault_schedule
+
+    drawn = fault_schedule(plan, seed, list(space.roles), Topology(plan.scenario.world.regions))
+    return tuple(drawn.scenario + drawn.nemesis)
+
+
 def fault_space(plan: Any, seed: int, schedule: Schedule) -> FaultSpace:
     """What the scenario's world and roles allow, over the span its faults may use."""
     from emulator.net.topology import Topology
@@ -109,4 +119,5 @@ def fault_space(plan: Any, seed: int, schedule: Schedule) -> FaultSpace:
         start_us=max(0, start),
         end_us=max(1, end),
         duration_mean_us=max(MS, int(nemesis.duration_mean)),
+        roles=tuple(roles),
     )
