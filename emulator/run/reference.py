@@ -22,15 +22,15 @@ from emulator.run.runner import (
     RunResult,
     build_system,
     check_replaceable,
-    package_version,
     remove_run_files,
     run_end_us,
+    starting_meta,
     system_base_dir,
 )
 from emulator.trace import Tracer
 from store import Store, kv
 from store.lock import run_lock
-from store.runs import RunMeta, finish_run, put_run_meta
+from store.runs import finish_run, put_run_meta
 from store.trace import TraceWriter
 
 __all__ = ["MODE", "execute_reference"]
@@ -74,17 +74,7 @@ async def _execute(plan: RunPlan, seed: int, out: Path, until_us: int | None) ->
     end_us = run_end_us(scenario, until_us)
     wall0 = time.perf_counter()
     async with Store.open_ctx(out, schema_parts()) as store:
-        await put_run_meta(
-            store,
-            RunMeta(
-                scenario_name=scenario.name,
-                scenario_text=plan.text,
-                seed=seed,
-                version=package_version(),
-                mode=MODE,
-                until_us=until_us if until_us is not None and until_us < end_us else None,
-            ),
-        )
+        await put_run_meta(store, starting_meta(plan, seed, until_us, MODE))
         await store.begin_group()
         tracer = Tracer(TraceWriter(store))
         tracer.record(0, "run", "", "", "start", {"scenario": scenario.name, "seed": seed})

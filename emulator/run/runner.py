@@ -286,20 +286,8 @@ async def _execute(
     end_us = run_end_us(scenario, until_us)
     wall0 = time.perf_counter()
     async with Store.open_ctx(out, schema_parts()) as store:
-        await put_run_meta(
-            store,
-            RunMeta(
-                scenario_name=scenario.name,
-                scenario_text=plan.text,
-                seed=seed,
-                version=package_version(),
-                mode="virtual" if speed is None else f"scaled x{speed:g}",
-                # Stored only when it cuts the scenario short: `resume` stops there too.
-                until_us=until_us
-                if until_us is not None and until_us < scenario.duration
-                else None,
-            ),
-        )
+        mode = "virtual" if speed is None else f"scaled x{speed:g}"
+        await put_run_meta(store, starting_meta(plan, seed, until_us, mode))
         # From here on the emulated state and the trace commit together.
         await store.begin_group()
         tracer = Tracer(TraceWriter(store, sparse=scenario.trace.level != "full"))
@@ -349,6 +337,20 @@ async def _execute(
         tolerated = frozenset(scenario.invariants.tolerate_errors)
         status, trace_hash = await drive(kernel, checking, end_us, handle_signals, tolerated)
     return run_result(plan, seed, out, kernel, status, trace_hash, wall0, injector.windows)
+
+
+def starting_meta(plan: RunPlan, seed: int, until_us: int | None, mode: str) -> RunMeta:
+    """The run's metadata as it starts (the actors' runner and the reference engine's)."""
+    scenario = plan.scenario
+    return RunMeta(
+        scenario_name=scenario.name,
+        scenario_text=plan.text,
+        seed=seed,
+        version=package_version(),
+        mode=mode,
+        # Stored only when it cuts the scenario short: `resume` stops there too.
+        until_us=until_us if until_us is not None and until_us < scenario.duration else None,
+    )
 
 
 def run_end_us(scenario: Scenario, until_us: int | None) -> int:
