@@ -15,7 +15,14 @@ from emulator.trace import TraceEvent
 
 
 class Checker(Protocol):
-    """One invariant family."""
+    """One invariant family.
+
+    A checker may also say which event types of a kind it reads, as a
+    `types` mapping (kind -> frozenset of types; a kind not in it: every
+    type). Online and offline it is then fed those only, and the tracer
+    decodes no event nobody reads: `deliver` events are a third of a run's
+    and a checker typically wants two message types of them.
+    """
 
     name: str
     kinds: tuple[str, ...]
@@ -134,7 +141,7 @@ class OnlineChecking:
         self.checkers = checkers
         for checker in checkers:
             for kind in checker.kinds:
-                kernel.tracer.subscribe(kind, self._observer(checker))
+                kernel.tracer.subscribe(kind, self._observer(checker), types_of(checker, kind))
 
     def _observer(self, checker: Checker) -> Callable[[TraceEvent], None]:
         def observe(event: TraceEvent) -> None:
@@ -149,19 +156,27 @@ class OnlineChecking:
                 self.kernel.report_violation(checker.name, message)
 
 
+def types_of(checker: Checker, kind: str) -> frozenset[str] | None:
+    """The event types of `kind` the checker reads (None: all of them)."""
+    types = getattr(checker, "types", None)
+    return None if not types or kind not in types else frozenset(types[kind])
+
+
 def check_events(
     events: Iterable[TraceEvent], checkers: list[Checker]
 ) -> list[tuple[int, int, str, str]]:
     """Offline: run checkers over recorded events; returns (seq, t_us, invariant, message)."""
-    by_kind: dict[str, list[Checker]] = {}
+    by_kind: dict[str, list[tuple[Checker, frozenset[str] | None]]] = {}
     for checker in checkers:
         for kind in checker.kinds:
-            by_kind.setdefault(kind, []).append(checker)
+            by_kind.setdefault(kind, []).append((checker, types_of(checker, kind)))
     found: list[tuple[int, int, str, str]] = []
     last = (0, 0)
     for event in events:
         last = (event.seq, event.t_us)
-        for checker in by_kind.get(event.kind, ()):
+        for checker, types in by_kind.get(event.kind, ()):
+            if types is not None and event.type not in types:
+                continue
             found.extend((event.seq, event.t_us, checker.name, m) for m in checker.observe(event))
     for checker in checkers:
         found.extend((last[0], last[1], checker.name, m) for m in checker.finish())

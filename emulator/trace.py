@@ -79,11 +79,17 @@ class Tracer:
         # A sparse writer (`[trace] level = "decisions"`) stores the events of
         # `KEPT_SPARSE` kinds only, with their seqs; every event is hashed.
         self._seqs: list[int] | None = getattr(writer, "seqs", None)
-        self._observers: dict[str, list[Observer]] = {}
+        # Per kind: its observers, each with the event types it reads (None: all),
+        # and the union of those types (None: some observer reads every type).
+        self._observers: dict[str, list[tuple[Observer, frozenset[str] | None]]] = {}
+        self._wanted: dict[str, frozenset[str] | None] = {}
         self.flushing: asyncio.Future[None] | None = None
 
-    def subscribe(self, kind: str, observer: Observer) -> None:
-        self._observers.setdefault(kind, []).append(observer)
+    def subscribe(self, kind: str, observer: Observer, types: frozenset[str] | None = None) -> None:
+        """Hand `observer` every event of `kind` (only those of `types`, if given)."""
+        self._observers.setdefault(kind, []).append((observer, types))
+        wanted = self._wanted.get(kind, frozenset())
+        self._wanted[kind] = None if wanted is None or types is None else wanted | types
 
     def record(self, t_us: int, kind: str, src: str, dst: str, type_: str, payload: Any) -> int:
         self.seq += 1
@@ -97,9 +103,12 @@ class Tracer:
                 self._seqs.append(self.seq)
         observers = self._observers.get(kind)
         if observers:
-            event = TraceEvent(self.seq, t_us, kind, src, dst, type_, _DECODER.decode(data)[5])
-            for observer in observers:
-                observer(event)
+            wanted = self._wanted[kind]
+            if wanted is None or type_ in wanted:
+                event = TraceEvent(self.seq, t_us, kind, src, dst, type_, _DECODER.decode(data)[5])
+                for observer, types in observers:
+                    if types is None or type_ in types:
+                        observer(event)
         return self.seq
 
     def needs_flush(self) -> bool:

@@ -82,6 +82,8 @@ def _message(payload: Any) -> dict[str, Any] | None:
 class ProgressChecker:
     name = "progress"
     kinds = ("store", "deliver", "decision")
+    # Of the messages, only these: the tracer decodes no other delivery for it.
+    types = {"deliver": frozenset({"AgentStopped", "ExecutePlan"})}
 
     def __init__(self) -> None:
         self.jobs: dict[Key, Job] = {}

@@ -122,6 +122,7 @@ class RegionalScheduler(LeaseHolder):
         self.live: dict[str, Live] = {}
         self.views: dict[str, ClusterLedger] = {}
         self.ready: set[str] = set()
+        self.ready_seq: int | None = None  # the catalog change `ready` was read at
         self.gpu_types: set[str] = set()
         self.has_cpu = False
 
@@ -223,7 +224,11 @@ class RegionalScheduler(LeaseHolder):
                 self._hold_again(cluster)
             else:
                 self.views[cluster] = synced
-        self.ready = await self.store(catalog.ready_tables, p.region)
+        self.ready_seq, ready = await self.store(
+            catalog.ready_tables_since, p.region, self.ready_seq
+        )
+        if ready is not None:
+            self.ready = ready
         self._hardware()
 
     def _hardware(self) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from emulator.errors import InputError
 from emulator.registry import ReferenceRun, schema_parts
+from emulator.run.collector import run_collector
 from emulator.run.runner import (
     RunPlan,
     RunResult,
@@ -63,7 +64,7 @@ async def execute_reference(
 ) -> RunResult:
     """Run the scenario's system on its reference engine into the run database `out`."""
     check_reference(plan)
-    with run_lock(out, command):
+    with run_lock(out, command), run_collector():
         check_replaceable(out, replace)
         remove_run_files(out)
         return await _execute(plan, seed, out, until_us)

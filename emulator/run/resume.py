@@ -72,6 +72,7 @@ from emulator.net.network import build_network
 from emulator.pacing import Pacer
 from emulator.registry import schema_parts
 from emulator.rng import RngStreams
+from emulator.run.collector import run_collector
 from emulator.run.faults import FaultInjector
 from emulator.run.resume_state import Prefix, ResumedFaults, actor_windows, held_back
 from emulator.run.runner import (
@@ -230,7 +231,7 @@ async def resume(
     (at most the scenario's end), which also extends a run that finished
     before it. It holds the database's lock throughout (`store/lock.py`).
     """
-    with run_lock(db, command):
+    with run_lock(db, command), run_collector():
         return await _resume(db, until_us, speed, progress, handle_signals, on_kernel)
 
 

@@ -46,6 +46,7 @@ from emulator.registry import (
     schema_parts,
 )
 from emulator.rng import RngStreams
+from emulator.run.collector import run_collector
 from emulator.run.faults import FaultInjector, nemesis_schedule
 from emulator.run.scenario import Fault, Scenario, check_references, decode_params
 from emulator.trace import Tracer
@@ -266,7 +267,7 @@ async def execute(
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise InputError(str(out), "", f"cannot create its folder: {error.strerror}") from None
-    with run_lock(out, command):
+    with run_lock(out, command), run_collector():
         check_replaceable(out, replace)
         remove_run_files(out)
         return await _execute(plan, seed, out, speed, until_us, progress, handle_signals, on_kernel)

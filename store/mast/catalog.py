@@ -37,6 +37,21 @@ async def ready_tables(store: Store, region: str) -> set[str]:
     return {name for (name,) in rows}
 
 
+async def ready_tables_since(
+    store: Store, region: str, seen: int | None
+) -> tuple[int, set[str] | None]:
+    """`ready_tables` unless no replica changed since the catalog change `seen`.
+
+    Returns the catalog's change count now and the tables (None: as when
+    `seen` was read). Replicas change a few hundred times a day while every
+    RMS asks at every scan pass.
+    """
+    (seq,) = next(iter(await store.fetchall("SELECT n FROM catalog_seq")))
+    if seq == seen:
+        return seq, None
+    return seq, await ready_tables(store, region)
+
+
 async def tables(store: Store) -> list[DataTable]:
     rows = await store.fetchall(
         "SELECT t.name, t.size_bytes, t.home_region, "

@@ -450,7 +450,25 @@ async def release_job(
             ok = next(iter(await conn.execute_fetchall(f"SELECT {FENCE}", params)))[0]
             if not ok or attempt is not None:
                 return False
+            await conn.execute(
+                "DELETE FROM allocations WHERE workload_id = :w AND job = :j", params
+            )
+            return True
+        # The row's update logged the change in the job's cluster: log it in the
+        # other clusters its machines are in now (RAS moved them), then delete
+        # without a trigger per row (schema: `quiet`).
+        await conn.execute("UPDATE fleet_seq SET n = n + 1, quiet = 1")
+        await conn.execute(
+            "INSERT INTO fleet_changes (cluster, host, workload_id, job, seq) "
+            "SELECT DISTINCT m.cluster, '', :w, :j, (SELECT n FROM fleet_seq) "
+            "FROM allocations a JOIN machines m ON m.host = a.host "
+            "WHERE a.workload_id = :w AND a.job = :j AND m.cluster IS NOT NULL "
+            "AND m.cluster IS NOT (SELECT cluster FROM jobs WHERE workload_id = :w AND job = :j) "
+            "ON CONFLICT DO UPDATE SET seq = excluded.seq",
+            params,
+        )
         await conn.execute("DELETE FROM allocations WHERE workload_id = :w AND job = :j", params)
+        await conn.execute("UPDATE fleet_seq SET quiet = 0")
     return True
 
 

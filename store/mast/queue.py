@@ -9,6 +9,7 @@ deposed GMS's late write changes nothing.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -48,8 +49,11 @@ _COLUMNS = (
 )
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def _entry(row: Sequence[Any]) -> QueueEntry:
-    # Keyword by keyword, in `_COLUMNS` order: the GMS reads its whole queue at every scan.
+    # Keyword by keyword, in `_COLUMNS` order. Cached by row (entries are frozen):
+    # the GMS reads its whole queue and every running workload at every scan
+    # pass, and most rows are as the pass before left them.
     (wid, tenant, state, priority, credit, within, region, auction, epoch) = row[:9]
     (submitted, queued, attempts, preemptions, started, finished, version) = row[9:]
     return QueueEntry(

@@ -15,7 +15,7 @@ def index_state(ix: ClusterIndex) -> dict[str, object]:
 
     return {
         "gpu_free": ix.gpu_free,
-        "cpu_free": ix.cpu_free,
+        "cpu_free": ix.cpu_free.frozen(),
         "cpu_hosts": ix.cpu_hosts,
         "gpu_hw": ix.gpu_hw,
         "pools": {t: pool(p) for t, p in ix.pools.items() if p.total},

@@ -100,8 +100,8 @@ class ClusterLedger:
         # The snapshot's parts, and what changed since they were made.
         self._hosts = sorted(self.machines)
         self._position = {host: i for i, host in enumerate(self._hosts)}
-        self._made: dict[tuple[str, tuple[int, bool, bool]], MachineState] = {}
         self._run_keys: list[tuple[str, str]] = []  # the keys of `_last.running`, in order
+        self._machine_list: list[MachineState] = []  # `_last.machines`, as a list
         self._states: dict[str, MachineState] = {}
         self._running: dict[tuple[str, str], RunningJob] = {}
         self._dirty_hosts: set[str] = set(self.machines)
@@ -250,9 +250,9 @@ class ClusterLedger:
         }
         self._states = dict(old._states)
         self._running = dict(old._running)
-        self._made = old._made
         self._last = old._last
         self._run_keys = list(old._run_keys)
+        self._machine_list = list(old._machine_list)
 
     # ---- changes ---------------------------------------------------------------
     def allocate(
@@ -322,7 +322,7 @@ class ClusterLedger:
         """`last`'s machines and running jobs with the changes applied (same order as built)."""
         machines = last.machines
         if changed:
-            patched = list(machines)
+            patched = self._machine_list  # `last.machines` as a list: patched in place
             position = self._position
             for state in changed:
                 patched[position[state.host]] = state
@@ -350,35 +350,43 @@ class ClusterLedger:
         if self._snapshot is None:
             states = self._states
             changed: list[MachineState] = []
-            made = self._made
+            # The same changes as the placement index takes them (`with_free`),
+            # unless some machine's health or presence changed (`structural`).
+            gpu_units: dict[str, dict[str, int]] = {}
+            cpu_units: dict[str, int] = {}
+            structural = self._last is None
             machines, used, busy = self.machines, self.gpus_used, self.cpu_busy
             healthy, transit = self.healthy, self.transit
             for host in self._dirty_hosts:
                 m = machines.get(host)
                 if m is None:  # a plan's host this cluster does not have
                     continue
-                # A host goes back and forth between a few states (a hold, its
-                # release): each is made once and then found, not made again.
-                shape = (
-                    max(0, m.gpus - used.get(host, 0)),
-                    m.gpus == 0 and host not in busy,
-                    healthy[host] and host not in transit,
-                )
-                state = made.get((host, shape))
-                if state is None:
-                    state = made[(host, shape)] = MachineState(
-                        host=host,
-                        rack=m.rack,
-                        gpu_type=m.gpu_type,
-                        gpus_total=m.gpus,
-                        gpus_free=shape[0],
-                        cpu_free=shape[1],
-                        healthy=shape[2],
-                    )
+                gpus = m.gpus
+                gpus_free = max(0, gpus - used.get(host, 0)) if gpus else 0
+                cpu_free = not gpus and host not in busy
+                ok = healthy[host] and host not in transit
                 old = states.get(host)
-                if self._last is None or (old is not state and old != state):
-                    states[host] = state
-                    changed.append(state)
+                if old is None or old.healthy != ok:
+                    structural = True
+                elif old.gpus_free == gpus_free and old.cpu_free == cpu_free:
+                    continue  # a hold and its release put a host back as it was
+                elif ok and not gpus:
+                    cpu_units[host] = int(cpu_free)
+                elif ok and m.gpu_type is not None:
+                    units = gpu_units.get(m.gpu_type)
+                    if units is None:
+                        units = gpu_units[m.gpu_type] = {}
+                    units[host] = gpus_free
+                states[host] = state = MachineState(
+                    host=host,
+                    rack=m.rack,
+                    gpu_type=m.gpu_type,
+                    gpus_total=gpus,
+                    gpus_free=gpus_free,
+                    cpu_free=cpu_free,
+                    healthy=ok,
+                )
+                changed.append(state)
             self._dirty_hosts.clear()
             running = self._running
             gone: list[RunningJob] = []
@@ -410,7 +418,8 @@ class ClusterLedger:
                 self._snapshot = last
                 return last
             if last is None:
-                machines = tuple(map(states.__getitem__, self._hosts))
+                self._machine_list = list(map(states.__getitem__, self._hosts))
+                machines = tuple(self._machine_list)
                 self._run_keys = sorted(running)
                 jobs = tuple(map(running.__getitem__, self._run_keys))
             else:
@@ -419,7 +428,11 @@ class ClusterLedger:
                 machines, jobs = self._patched(last, changed, gone, added)
             snapshot = ClusterSnapshot(cluster_id=self.cluster, machines=machines, running=jobs)
             if last is not None and has_index(last):
-                index = index_of(last).updated(changed, gone, added)
+                index = (
+                    index_of(last).updated(changed, gone, added)
+                    if structural
+                    else index_of(last).with_free(gpu_units, cpu_units, gone, added)
+                )
                 if index is not None:
                     attach_index(snapshot, index)
             self._snapshot = self._last = snapshot

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+from actors.policies.mast.placement.overlay import HostSet
 from actors.policies.mast.placement.racks import EMPTY_POOL, RackPool, Slot
 from actors.policies.mast.placement.snapshot import (
     ClusterSnapshot,
@@ -76,7 +77,7 @@ class ClusterIndex:
     gpu_hw: dict[str, int]
     cpu_hosts: frozenset[str]
     gpu_free: dict[str, int]
-    cpu_free: frozenset[str]
+    cpu_free: HostSet
     pools: dict[str, RackPool]
     cpu_pool: RackPool
     keys: list[ScanKey]
@@ -113,7 +114,7 @@ class ClusterIndex:
                     cpu_free.append(host)
         ix.gpu_hw = dict(gpu_hw)
         ix.cpu_hosts = frozenset(cpu_hosts)
-        ix.cpu_free = frozenset(cpu_free)
+        ix.cpu_free = HostSet(cpu_free)
         ix.pools = {t: RackPool.build(slots, rack_of) for t, slots in free_by_type.items()}
         ix.cpu_pool = RackPool.build(((h, 1) for h in cpu_free), rack_of)
         entries = sorted(
@@ -263,7 +264,7 @@ class ClusterIndex:
     def updated(
         self,
         machines: Iterable[MachineState],
-        gone: Iterable[RunningJob],
+        gone: Sequence[RunningJob],
         added: Iterable[RunningJob],
     ) -> ClusterIndex | None:
         """The index after some machines' free capacity and some running jobs changed.
@@ -291,12 +292,31 @@ class ClusterIndex:
                 return None
             elif m.cpu_free != (host in self.cpu_free):
                 cpu_units[host] = int(m.cpu_free)
-        keys, scan = list(self.keys), list(self.scan)
-        for job in gone:
-            at = bisect_left(keys, _scan_key(job))
-            if at == len(keys) or scan[at][1] != job:
-                return None
-            del keys[at], scan[at]
+        return self.with_free(gpu_units, cpu_units, gone, added)
+
+    def with_free(
+        self,
+        gpu_units: dict[str, dict[str, int]],
+        cpu_units: dict[str, int],
+        gone: Sequence[RunningJob],
+        added: Iterable[RunningJob],
+    ) -> ClusterIndex | None:
+        """The index after healthy machines' free units and some running jobs changed.
+
+        `gpu_units` maps a GPU type to {host: free GPUs}, `cpu_units` a CPU
+        machine to 1 (free) or 0, for healthy machines of this index whose
+        free capacity changed (and only those: the caller vouches that
+        nothing else about them did, as `updated` checks). None if a job of
+        `gone` is not in the scan.
+        """
+        keys, scan = self.keys, self.scan
+        if gone:
+            keys, scan = list(keys), list(scan)
+            for job in gone:
+                at = bisect_left(keys, _scan_key(job))
+                if at == len(keys) or scan[at][1] != job:
+                    return None
+                del keys[at], scan[at]
         return self._evolve(gpu_units, cpu_units, keys, scan, added)
 
     def _evolve(
@@ -321,8 +341,7 @@ class ClusterIndex:
                 ix.pools[gpu_type] = pool.with_units(units, self.rack_of)
         ix.cpu_free, ix.cpu_pool = self.cpu_free, self.cpu_pool
         if cpu_units:
-            freed = {h for h, n in cpu_units.items() if n}
-            ix.cpu_free = (self.cpu_free | freed) - (cpu_units.keys() - freed)
+            ix.cpu_free = self.cpu_free.with_changes({h: n > 0 for h, n in cpu_units.items()})
             ix.cpu_pool = self.cpu_pool.with_units(cpu_units, self.rack_of)
         ix.keys, ix.scan = keys, scan
         for job in added:

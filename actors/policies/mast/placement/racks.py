@@ -34,18 +34,23 @@ class RackPool:
     ascending, so the roomiest rack comes first (ties: rack id). `unit` says
     that every machine has exactly one unit (CPU machines), so the fewest
     machines for n units is n in every rack; False promises nothing.
+
+    A rack `with_units` changed keeps its machines unsorted ({host: units})
+    until a decision reads it (`rack_slots`): holds and releases change a
+    few racks of hundreds at every bid, and a bid reads one or two of them.
+    Sorting then is idempotent, so a pool stays a value.
     """
 
-    __slots__ = ("order", "room", "slots", "total", "unit")
+    __slots__ = ("_racks", "order", "room", "total", "unit")
 
     def __init__(
         self,
-        slots: dict[str, tuple[Slot, ...]],
+        racks: dict[str, tuple[Slot, ...] | dict[str, int]],
         room: dict[str, int],
         order: list[tuple[int, str]],
         unit: bool,
     ) -> None:
-        self.slots = slots
+        self._racks = racks
         self.room = room
         self.order = order
         self.total = sum(room.values())
@@ -59,29 +64,45 @@ class RackPool:
             if n > 0:
                 by_rack[rack_of[host]].append((host, n))
                 unit = unit and n == 1
-        slots = {rack: tuple(sorted(lst, key=_slot_order)) for rack, lst in by_rack.items()}
-        room = {rack: sum(n for _, n in lst) for rack, lst in slots.items()}
+        slots: dict[str, tuple[Slot, ...] | dict[str, int]] = {
+            rack: tuple(sorted(lst, key=_slot_order)) for rack, lst in by_rack.items()
+        }
+        room = {rack: sum(n for _, n in lst) for rack, lst in by_rack.items()}
         return cls(slots, room, sorted((-r, rack) for rack, r in room.items()), unit)
+
+    def rack_slots(self, rack: str) -> tuple[Slot, ...]:
+        """The rack's machines with free units, most first (ties: host)."""
+        got = self._racks[rack]
+        if isinstance(got, dict):
+            ranked = sorted([(-n, h) for h, n in got.items()])
+            got = self._racks[rack] = tuple([(h, -m) for m, h in ranked])
+        return got
+
+    @property
+    def slots(self) -> dict[str, tuple[Slot, ...]]:
+        """Every rack's `rack_slots` (for comparisons: decisions read racks one by one)."""
+        return {rack: self.rack_slots(rack) for rack in self._racks}
 
     def with_units(self, units: Mapping[str, int], rack_of: Mapping[str, str]) -> RackPool:
         """This pool with the given hosts at the given units (0 removes a host)."""
         by_rack: dict[str, dict[str, int]] = defaultdict(dict)
         for host, n in units.items():
             by_rack[rack_of[host]][host] = n
-        slots, room, order = dict(self.slots), dict(self.room), list(self.order)
+        racks, room, order = dict(self._racks), dict(self.room), list(self.order)
         for rack, changes in by_rack.items():
             old = room.pop(rack, 0)
-            current = dict(slots.pop(rack, ()))
+            before = racks.pop(rack, ())
+            current = dict(before) if isinstance(before, tuple) else {**before}
             if old:
                 del order[bisect_left(order, (-old, rack))]
             current.update(changes)
-            kept = sorted(((h, n) for h, n in current.items() if n > 0), key=_slot_order)
+            kept = {h: n for h, n in current.items() if n > 0}
             if kept:
-                slots[rack] = tuple(kept)
-                room[rack] = new = sum(n for _, n in kept)
+                racks[rack] = kept  # sorted when read (`rack_slots`)
+                room[rack] = new = sum(kept.values())
                 insort(order, (-new, rack))
         unit = self.unit and all(n <= 1 for n in units.values())
-        return RackPool(slots, room, order, unit)
+        return RackPool(racks, room, order, unit)
 
     def choose(self, need: int) -> tuple[list[str], str | None, int]:
         """The racks `pick` uses: those taken whole, the last one, and the units left for it.
@@ -107,7 +128,7 @@ class RackPool:
         best: tuple[int, int, str] | None = None
         for k in range(i, end):
             neg_room, rack = order[k]
-            key = (_machines_for(self.slots[rack], need), -neg_room, rack)
+            key = (_machines_for(self.rack_slots(rack), need), -neg_room, rack)
             if best is None or key < best:
                 best = key
         assert best is not None
@@ -116,9 +137,9 @@ class RackPool:
     def pick(self, choice: tuple[list[str], str | None, int]) -> list[Slot]:
         """The slots of a `choose` result: whole racks, then the fewest machines of the last."""
         whole, last, need = choice
-        out = [slot for rack in whole for slot in self.slots[rack]]
+        out = [slot for rack in whole for slot in self.rack_slots(rack)]
         if last is not None:
-            out += _fill(self.slots[last], need)
+            out += _fill(self.rack_slots(last), need)
         return out
 
 
