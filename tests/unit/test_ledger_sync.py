@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from actors.common.cm.ledger import ClusterLedger
 from store import Store
 from store.mast import fleet
+from store.mast.queue import Fence
 from store.mast.records import DynamicCluster, Machine
 from store.mast.schema import MAST_SCHEMA
 
@@ -27,6 +28,7 @@ CLUSTERS = ("c0", "c1")
 HOSTS = tuple(f"m{i}" for i in range(8))  # m0-m3 GPU machines, m4-m7 CPU machines
 JOBS = tuple((f"w{i}", "j") for i in range(5))
 STATES = ("STARTING", "RUNNING", "CHECKPOINTING", "STOPPED", "DONE")
+CM_FENCE = Fence(role="cm", holder="cm/a", epoch=1)
 
 
 class Direct:
@@ -70,6 +72,12 @@ OPS = st.lists(
         st.tuples(
             st.just("move-host"), st.sampled_from(HOSTS), st.sampled_from(CLUSTERS), st.just(0)
         ),
+        st.tuples(
+            st.just("release"),
+            st.sampled_from(("STOPPED", "DONE")),
+            st.sampled_from(JOBS),
+            st.just(0),
+        ),
         st.tuples(st.just("sync"), st.just(""), st.just(""), st.just(0)),
     ),
     max_size=40,
@@ -109,6 +117,10 @@ async def apply(store: Store, op: tuple[Any, ...]) -> None:
         await fleet.set_health(store, [a], b)
     elif kind == "move-host":
         await store.write("UPDATE machines SET cluster = ? WHERE host = ?", (b, a))
+    elif kind == "release":
+        # The CM's own release: the job's row logs its cluster, the machines
+        # other clusters hold now (moved) are logged by the release itself.
+        await fleet.release_job(store, CM_FENCE, 0, b[0], b[1], a)
 
 
 def contents(ledger: ClusterLedger) -> dict[str, Any]:
@@ -139,6 +151,10 @@ async def history(ops: list[tuple[Any, ...]]) -> None:
                 "started_us) VALUES (?, ?, ?, 0, 'RUNNING', ?, ?)",
                 (w, j, CLUSTERS[i % 2], 3 + i % 3, 10 * i),
             )
+        await store.write(
+            "INSERT INTO leases (role, holder, epoch, expires_at_us) VALUES (?, ?, ?, ?)",
+            (CM_FENCE.role, CM_FENCE.holder, CM_FENCE.epoch, 1 << 60),
+        )
         caller = Direct(store)
         ledgers = {c: await ClusterLedger.fetch(caller, c) for c in CLUSTERS}
         for op in [*ops, ("sync", "", "", 0)]:
@@ -171,3 +187,19 @@ def test_a_sync_with_nothing_changed_reads_one_row_set() -> None:
             return caller.calls
 
     assert asyncio.run(run()) == 1
+
+
+def test_a_release_is_seen_by_the_cluster_a_held_machine_moved_to() -> None:
+    # m5 (cluster c0) is held by w0's job; RAS moves it to c1, where it is in
+    # transit; the job's release must reach c1's ledger, not only c0's.
+    asyncio.run(
+        history(
+            [
+                ("alloc", "m5", JOBS[0], 0),
+                ("sync", "", "", 0),
+                ("move-host", "m5", "c1", 0),
+                ("sync", "", "", 0),
+                ("release", "DONE", JOBS[0], 0),
+            ]
+        )
+    )
