@@ -46,7 +46,8 @@ async def ready_tables_since(
     `seen` was read). Replicas change a few hundred times a day while every
     RMS asks at every scan pass.
     """
-    (seq,) = next(iter(await store.fetchall("SELECT n FROM catalog_seq")))
+    row = await store.fetchone("SELECT n FROM catalog_seq")
+    seq = int(row[0]) if row else 0
     if seq == seen:
         return seq, None
     return seq, await ready_tables(store, region)

@@ -23,9 +23,9 @@ class HostSet:
 
     __slots__ = ("base", "delta")
 
-    def __init__(self, base: Iterable[str] = (), delta: Mapping[str, bool] | None = None) -> None:
+    def __init__(self, base: Iterable[str] = ()) -> None:
         self.base = base if isinstance(base, frozenset) else frozenset(base)
-        self.delta: dict[str, bool] = dict(delta) if delta else {}
+        self.delta: dict[str, bool] = {}
 
     def __contains__(self, host: object) -> bool:
         flag = self.delta.get(host)  # type: ignore[call-overload]

@@ -22,10 +22,6 @@ from emulator.errors import ComponentBug
 Slot = tuple[str, int]  # (host, units usable): GPUs, or 1 for a whole CPU machine
 
 
-def _slot_order(slot: Slot) -> tuple[int, str]:
-    return (-slot[1], slot[0])
-
-
 class RackPool:
     """Free units of some machines, grouped by rack, as `placement` picks them.
 
@@ -58,17 +54,15 @@ class RackPool:
 
     @classmethod
     def build(cls, units: Iterable[Slot], rack_of: Mapping[str, str]) -> RackPool:
-        by_rack: dict[str, list[Slot]] = defaultdict(list)
+        by_rack: dict[str, dict[str, int]] = defaultdict(dict)
         unit = True
         for host, n in units:
             if n > 0:
-                by_rack[rack_of[host]].append((host, n))
+                by_rack[rack_of[host]][host] = n
                 unit = unit and n == 1
-        slots: dict[str, tuple[Slot, ...] | dict[str, int]] = {
-            rack: tuple(sorted(lst, key=_slot_order)) for rack, lst in by_rack.items()
-        }
-        room = {rack: sum(n for _, n in lst) for rack, lst in by_rack.items()}
-        return cls(slots, room, sorted((-r, rack) for rack, r in room.items()), unit)
+        racks: dict[str, tuple[Slot, ...] | dict[str, int]] = dict(by_rack)  # sorted when read
+        room = {rack: sum(hosts.values()) for rack, hosts in by_rack.items()}
+        return cls(racks, room, sorted((-r, rack) for rack, r in room.items()), unit)
 
     def rack_slots(self, rack: str) -> tuple[Slot, ...]:
         """The rack's machines with free units, most first (ties: host)."""
@@ -91,8 +85,7 @@ class RackPool:
         racks, room, order = dict(self._racks), dict(self.room), list(self.order)
         for rack, changes in by_rack.items():
             old = room.pop(rack, 0)
-            before = racks.pop(rack, ())
-            current = dict(before) if isinstance(before, tuple) else {**before}
+            current = dict(racks.pop(rack, ()))  # a copy: the old pool keeps its own
             if old:
                 del order[bisect_left(order, (-old, rack))]
             current.update(changes)
