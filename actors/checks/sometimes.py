@@ -167,15 +167,21 @@ class MastPhase:
     """Which of MAST's delicate phases a run is in: what a fault may land inside.
 
     The phase is the sorted set of: `auction` (an auction is open), `copy` (a
-    WAN copy is in flight), `preempting` (a dispatch with victims has not yet
-    been taken up by its CM), `failover` (a leader changed within the last
-    minute), `dark` (a region is given up); `calm` when none holds.
+    WAN copy is in flight), `preempting` (a dispatch with victims whose
+    waiting jobs have not yet started: the victims are saving their
+    checkpoints), `checkpointing` (a CM stopped a job that is saving its
+    checkpoint), `failover` (a leader changed within the last minute),
+    `dark` (a region is given up); `calm` when none holds.
     """
 
     def __init__(self) -> None:
         self.auctions: set[int] = set()
         self.copies: set[int] = set()
-        self.preempting: set[str] = set()
+        # Workload -> the victims (workload, job) its preempting dispatch waits
+        # for: the phase lasts until every victim has released its machines
+        # (its waiting jobs start then) or the dispatch fails.
+        self.preempting: dict[str, set[tuple[str, str]]] = {}
+        self.checkpointing: set[tuple[str, str]] = set()  # (workload, job) stopping
         self.dark: set[str] = set()
         self.last_failover_us: int | None = None
         self.now_us = 0
@@ -195,6 +201,17 @@ class MastPhase:
                     )
             elif event.type in ("migration.done", "migration.cancel"):
                 self.copies.discard(args[1])
+            elif event.type == "fleet.state" and len(args) > 4 and args[4] == "CHECKPOINTING":
+                self.checkpointing.add((args[2], args[3]))
+            elif event.type == "fleet.release" and len(args) > 3:
+                job = (args[2], args[3])
+                self.checkpointing.discard(job)
+                for workload in [w for w, victims in self.preempting.items() if job in victims]:
+                    self.preempting[workload].discard(job)
+                    if not self.preempting[workload]:
+                        del self.preempting[workload]
+            elif event.type == "fleet.checkpoint" and len(args) > 2:
+                self.checkpointing.discard((args[1], args[2]))
             return
         if event.kind != "decision":
             return
@@ -202,9 +219,9 @@ class MastPhase:
         if event.type == "lease.leader" and payload.get("epoch", 1) > 1:
             self.last_failover_us = event.t_us
         elif event.type == "rms.dispatch" and payload.get("victims"):
-            self.preempting.add(payload["workload"])
-        elif event.type in ("cm.agent-start", "dispatch.failed"):
-            self.preempting.discard(payload.get("workload", ""))
+            self.preempting[payload["workload"]] = {(v[0], v[1]) for v in payload["victims"]}
+        elif event.type == "dispatch.failed":
+            self.preempting.pop(payload.get("workload", ""), None)
         elif event.type == "gms.region-lost":
             self.dark.add(payload["region"])
         elif event.type == "auction.award":
@@ -219,6 +236,7 @@ class MastPhase:
             name
             for name, on in (
                 ("auction", self.auctions),
+                ("checkpointing", self.checkpointing),
                 ("copy", self.copies),
                 ("dark", self.dark),
                 ("failover", recent),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -101,6 +102,10 @@ def bench_bugzoo(options: dict[str, Any]) -> dict[str, Any]:
             path.write_text(json.dumps(search_scenario(bug)), encoding="utf-8")
             randoms = [random_search(path, r, budget_s, work) for r in range(1, repetitions + 1)]
             explores = [explore_search(path, r, budget_s, work) for r in range(1, repetitions + 1)]
+            # Progress for a person on stderr (stdout is the JSON): a full zoo takes minutes.
+            print(
+                f"bugzoo: {name}: random {randoms}, explore {explores}", file=sys.stderr, flush=True
+            )
             rows.append(
                 {
                     "name": name,

@@ -6,8 +6,9 @@ lease, is one schedule in millions. Exploring keeps what is new instead:
 every run yields a coverage signature, a schedule whose run reached
 something no run reached before joins a corpus, and new schedules are
 mutations of the corpus' members (fault added, removed, moved in time,
-retargeted, lengthened or shortened; two schedules spliced; the run seed
-changed), with more runs given to members whose children keep paying off.
+retargeted, lengthened or shortened, aimed into a phase; faults brought
+earlier; two schedules spliced; the run seed changed), with more runs given
+to members and kinds of mutation that keep paying off.
 This is the feedback loop of coverage-guided fuzzers (AFL's corpus and
 energy), with a protocol's features in place of a program's edges, as
 Mallory does for Jepsen.
@@ -16,10 +17,26 @@ The signature of a run (`Features`) is a set of strings:
   - `S:NAME`: a sometimes property reached (`emulator.sometimes`);
   - `F:ACTION@PHASE`: a fault of that kind began while the system was in
     that phase (`register_phases`: for MAST, an auction open, a copy in
-    flight, a preemption pending, a leader just changed…);
+    flight, a preemption pending, a victim checkpointing, a leader just
+    changed…), and `F:ACTION:KIND@PHASE` with the kind of actor it hit;
+  - `P:PHASE`: an abstract protocol state the run was in (a combination of
+    phases, `checkpointing+preempting`);
   - `D:TYPE:B`: a decision type seen about 2^B times (a run that makes an
     unusual number of a decision is a different run);
   - `V:INVARIANT`: a violation.
+
+A run also says *when* each phase held and who acted in it (`Window`), so
+an aimed mutation can put a fault inside a phase its parent's run was in
+(or just before it: a takeover comes a lease after the crash), at the
+leader of the role that opened the phase: a CM leader crash while a
+victim checkpoints, a GMS failover while a workload is dispatching.
+
+Where runs come from (`search.ARMS`): fresh seeds with their nemesis' draw
+(what random search runs, also front-loaded: a run stops at its first
+violation, so earlier faults are cheaper), aimed faults, and the other
+mutations. Runs go to groups and arms in proportion to the new features
+their runs brought (a bandit, each group with a floor), and to corpus
+members whose children paid.
 
 A failure's signature is its invariant and the decision just before it,
 with the kind of actor that made it (`lease-safety after lease.leader by

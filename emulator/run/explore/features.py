@@ -28,6 +28,63 @@ from emulator.sometimes import (
 )
 from emulator.trace import TraceEvent
 
+# Windows kept per phase flag: enough to aim at, little to ship back from a worker.
+WINDOWS_MAX = 12
+# Actors remembered per window (who made decisions while the phase held).
+WINDOW_ACTORS_MAX = 8
+
+
+@dataclass(frozen=True)
+class Window:
+    """A stretch of emulated time in which a phase flag held, and who acted in it.
+
+    Learned from the trace, so a mutation can aim a fault inside it: the same
+    seed with the same faults before `start_us` reaches the same window again.
+    """
+
+    flag: str
+    start_us: int
+    end_us: int
+    actors: tuple[str, ...]
+
+
+class _Windows:
+    """Follows a phase tracker's flags and records when each one held."""
+
+    def __init__(self) -> None:
+        # Flag -> (start, actors in the order they first acted: the phase's opener first).
+        self.open: dict[str, tuple[int, list[str]]] = {}
+        self.done: list[Window] = []
+        self.counts: Counter[str] = Counter()
+        self.last_phase = "calm"
+
+    def step(self, phase: str, event: TraceEvent) -> None:
+        now = event.t_us
+        if phase != self.last_phase:
+            flags = set() if phase == "calm" else set(phase.split("+"))
+            for flag in [f for f in self.open if f not in flags]:
+                self._close(flag, now)
+            for flag in sorted(flags - set(self.open)):
+                # The event that opened the phase is the opener's.
+                opener = [event.src] if event.src else []
+                self.open[flag] = (now, opener)
+            self.last_phase = phase
+        if self.open and event.src and event.kind != "fault":
+            for _, actors in self.open.values():
+                if len(actors) < WINDOW_ACTORS_MAX and event.src not in actors:
+                    actors.append(event.src)
+
+    def _close(self, flag: str, now: int) -> None:
+        start, actors = self.open.pop(flag)
+        self.counts[flag] += 1
+        if self.counts[flag] <= WINDOWS_MAX:
+            self.done.append(Window(flag, start, now, tuple(actors)))
+
+    def finish(self, now: int) -> tuple[Window, ...]:
+        for flag in sorted(self.open):
+            self._close(flag, now)
+        return tuple(self.done)
+
 
 # ---- one run and its signature ----------------------------------------------------
 class Features:
@@ -40,11 +97,19 @@ class Features:
         self.found: set[str] = set()
         self.last_decision = "-"
         self.failure: tuple[str, str] | None = None
+        self.failure_us: int | None = None
+        self.windows = _Windows()
+        self.phases: set[str] = set()  # every phase combination the run was in
+        self.now_us = 0
 
     def observe(self, event: TraceEvent) -> None:
         self.tally.observe(event)
+        self.now_us = event.t_us
         if self.phase is not None:
             self.phase.observe(event)
+            now = self.phase.phase()
+            self.phases.add(now)
+            self.windows.step(now, event)
         if event.kind == "decision":
             self.decisions[event.type] += 1
             # By whom, as a kind of actor (`rms`, not `rms/us-east/1`): the same
@@ -54,10 +119,16 @@ class Features:
             action = event.type.removesuffix(".start")
             now = self.phase.phase() if self.phase is not None else "any"
             self.found.add(f"F:{action}@{now}")
+            # Which kind of actor it hit too: a crash of a CM and of the GMS
+            # inside one phase are different experiments.
+            actor = event.payload.get("actor") if isinstance(event.payload, dict) else None
+            if isinstance(actor, str):
+                self.found.add(f"F:{action}:{actor.split('/', 1)[0]}@{now}")
         elif event.kind == "violation":
             self.found.add(f"V:{event.type}")
             if self.failure is None:
                 self.failure = (event.type, self.last_decision)
+                self.failure_us = event.t_us
 
     def attach(self, kernel: Any) -> None:
         for kind in (*KINDS, "violation"):
@@ -67,6 +138,7 @@ class Features:
         out = set(self.found)
         out.update(f"S:{name}" for name, n in self.tally.counts.items() if n)
         out.update(f"D:{t}:{int(math.log2(n))}" for t, n in self.decisions.items())
+        out.update(f"P:{p}" for p in self.phases if p != "calm")
         return frozenset(out)
 
 
@@ -80,6 +152,9 @@ class Outcome:
     status: str
     cpu_s: float
     files: dict[str, bytes] = field(default_factory=dict)  # a shipped failing run's database
+    windows: tuple[Window, ...] = ()  # when each phase held (aimed mutations read them)
+    phase_counts: dict[str, int] = field(default_factory=dict)  # windows per flag, all of them
+    end_us: int = 0  # the emulated time the run reached (its violation's, if it failed)
 
 
 def run_schedule(
@@ -103,6 +178,9 @@ def run_schedule(
         features.failure,
         result.status,
         time.process_time() - cpu0,
+        windows=features.windows.finish(features.now_us),
+        phase_counts=dict(features.windows.counts),
+        end_us=features.now_us,
     )
 
 

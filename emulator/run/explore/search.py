@@ -18,12 +18,13 @@ import msgspec
 from emulator.errors import InputError
 from emulator.run.coverage import system_kind
 from emulator.run.explore.budget import Budget
-from emulator.run.explore.features import run_schedule, run_schedule_shipped
-from emulator.run.explore.space import fault_space, fresh_schedule, length_field
+from emulator.run.explore.features import Window, run_schedule, run_schedule_shipped
+from emulator.run.explore.space import fault_space, fresh_schedule, front_load, length_field
 from emulator.run.pools import ClusterSpec, dask_pool, land_db
 from emulator.run.runner import remove_run_files
 from emulator.run.scenario import (
     Fault,
+    instance_role,
     parse_raw,
     resolve_scenario,
 )
@@ -37,7 +38,33 @@ from emulator.sometimes import (
 from emulator.units import MS, Duration
 
 FAULTS_MAX = 64  # a schedule longer than this is cut: more faults rarely mean more coverage
-MUTATIONS = ("add", "remove", "move", "retarget", "stretch", "splice", "reseed")
+MUTATIONS = ("add", "remove", "move", "retarget", "stretch", "splice", "reseed", "aim", "early")
+# Where a run's schedule comes from: a fresh seed's nemesis as drawn (what random
+# seeds run), the same front-loaded, or a mutation of a corpus member.
+ARMS = ("fresh", "front", *MUTATIONS)
+# What an arm is believed worth before it has run (features per run): aimed
+# faults are the point of the search, fresh seeds its safety net.
+PRIOR = {"fresh": 2.0, "front": 2.0, "aim": 5.0, "early": 2.0}
+PRIOR_OTHER = 1.5
+SHARE_MIN = 0.04  # no arm starves: every one keeps a small share of the runs
+# Arms in groups, each group given runs by what it paid (at least GROUP_FLOOR of
+# them): aimed faults, where the deep bugs live and no other arm finds them but
+# by chance; fresh seeds, what random search runs (it finds the medium bugs);
+# the other mutations.
+GROUPS = {
+    "aim": ("aim",),
+    "seeds": ("fresh", "front"),
+    "mutate": tuple(m for m in MUTATIONS if m != "aim"),
+}
+GROUP_PRIOR = {"aim": 5.0, "seeds": 3.0, "mutate": 1.5}
+# The least share of runs a group keeps however little it pays: aimed faults
+# pay rarely in features but are where the deep bugs are.
+GROUP_FLOOR = {"aim": 0.45, "seeds": 0.2, "mutate": 0.1}
+OPENING = 2  # fresh seeds run right after the base, before any arm is chosen
+FRONT_FACTOR = 3.0  # how much closer to the start `front` and `early` bring the faults
+AIM_LEAD_US = 60_000_000  # how far before a phase window an aimed fault may begin
+AIMS_PER_RUN = (1, 2, 3, 4)  # aimed faults an `aim` mutation adds (each into its own pick)
+AIM_SCALE = 1 / 256  # the earliest an aimed fault lands in its window, as a share of it
 
 
 @dataclass
@@ -49,9 +76,30 @@ class Member:
     new: int  # features it brought
     picked: int = 0
     paid: int = 0  # features its children brought
+    windows: tuple[Window, ...] = ()  # when its run was in each phase
 
     def energy(self) -> float:
         return (1.0 + self.new + 2.0 * self.paid) / (1.0 + self.picked) ** 0.5
+
+
+def payoff(new: frozenset[str] | set[str]) -> float:
+    """What new features are worth to the arm that found them: a decision's count
+    in a new power of two (`D:`) or a new mix of phases (`P:`) says little, and
+    any fresh seed brings some; a rare state, or a fault in a new phase, much."""
+    return sum(0.25 if feature.startswith(("D:", "P:")) else 1.0 for feature in new)
+
+
+@dataclass
+class Arm:
+    """How one way of making schedules has paid: runs made and features they brought."""
+
+    tries: int = 0
+    paid: float = 0.0
+
+    def worth(self, prior: float) -> float:
+        # The mean payoff with the prior counted as two runs' worth: one lucky or
+        # unlucky run does not decide an arm's share.
+        return (2.0 * prior + self.paid) / (2.0 + self.tries)
 
 
 @dataclass(frozen=True)
@@ -151,26 +199,113 @@ class Explorer:
         self.seen: set[str] = set()
         self.corpus: list[Member] = []
         self.base_seed = scenario.seed
-        self.drawn = 0  # candidates drawn after the base: every other one is a fresh seed
+        self.arms = {arm: Arm() for arm in ARMS}
+        self.drawn = 0  # candidates drawn after the base
+        self.flags: dict[str, int] = {}  # phase flag -> windows of it seen over all runs
 
     # -- choosing the next schedule
-    def _pick(self) -> Member:
-        weights = [m.energy() for m in self.corpus]
-        member = self.rng.choices(self.corpus, weights=weights)[0]
+    def _arm(self) -> str:
+        """The next run's arm: a group in proportion to what its runs have paid
+        (never under its `GROUP_FLOOR`), then an arm of it the same way, so arms and
+        groups that stop paying get fewer runs (a bandit)."""
+        groups = [g for g, arms in GROUPS.items() if any(self._can(a) for a in arms)]
+        worth = []
+        for g in groups:
+            tries = sum(self.arms[a].tries for a in GROUPS[g])
+            paid = sum(self.arms[a].paid for a in GROUPS[g])
+            worth.append((2.0 * GROUP_PRIOR[g] + paid) / (2.0 + tries))
+        total = sum(worth) or 1.0
+        weights = [max(w / total, GROUP_FLOOR[g]) for g, w in zip(groups, worth, strict=True)]
+        group = self.rng.choices(groups, weights=weights)[0]
+        arms = [a for a in GROUPS[group] if self._can(a)]
+        worth = [self.arms[a].worth(PRIOR.get(a, PRIOR_OTHER)) for a in arms]
+        total = sum(worth) or 1.0
+        return self.rng.choices(arms, weights=[max(w / total, SHARE_MIN) for w in worth])[0]
+
+    def _can(self, arm: str) -> bool:
+        if arm in ("fresh", "front"):
+            return True
+        if not self.corpus:
+            return False
+        if arm == "aim":
+            return any(self._aimable(m) for m in self.corpus)
+        return True
+
+    def _pick(self, members: list[Member] | None = None) -> Member:
+        members = members or self.corpus
+        weights = [m.energy() for m in members]
+        member = self.rng.choices(members, weights=weights)[0]
         member.picked += 1
         return member
 
-    def _mutate(self, parent: Member) -> tuple[str, int, tuple[Fault, ...]]:
+    def _aimable(self, parent: Member) -> list[Window]:
+        """The parent's windows a fault may be put in: those that open before the
+        fault span ends (after the final heal a schedule holds no faults)."""
+        return [w for w in parent.windows if w.start_us < self.space.end_us]
+
+    def _aim(self, parent: Member, faults: list[Fault]) -> None:
+        """Add a fault inside a phase window of the parent's run, at a phase's actors.
+
+        The rarer a phase over the search so far, the likelier it is aimed at;
+        the fault begins early in the window or shortly before it (a failover
+        must land before the phase ends, and a takeover comes a lease after
+        the crash), and hits the leader of a role whose actor acted in it.
+        """
+        # A phase first, the rarer the likelier; then one of its windows.
+        windows = self._aimable(parent)
+        flags = sorted({w.flag for w in windows})
+        flag = self.rng.choices(flags, weights=[1.0 / (1 + self.flags.get(f, 0)) for f in flags])[0]
+        window = self.rng.choice([w for w in windows if w.flag == flag])
+        span = max(1, window.end_us - window.start_us)
+        if self.rng.random() < 0.9:
+            # Early in it, at any scale (log-uniform over the window's first
+            # 1/256 to all of it), but not at its very instant: what opened the
+            # phase at that microsecond may not have happened when the fault does.
+            at = window.start_us + int(span * AIM_SCALE ** self.rng.random())
+        else:
+            # Shortly before: a leader lost then is taken over by another only a
+            # lease later, which may be inside the window.
+            at = window.start_us - int(max(span, AIM_LEAD_US) * self.rng.random())
+        roles: list[str] = []  # in the order their actors first acted: the opener's first
+        for actor in window.actors:
+            role = instance_role(actor)
+            if role is not None and role in self.space.roles and role not in roles:
+                roles.append(role)
+        action: str | None = None
+        target: str | None = None
+        kinds = [a for a in ("crash", "pause") if a in self.space.actions]
+        if kinds and self.rng.random() < 0.85:
+            action = self.rng.choice(kinds)
+            if roles and self.rng.random() < 0.75:
+                # The first actors to act in a phase are the ones it is about.
+                weights = [1 / (1 + i) for i in range(len(roles))]
+                role = self.rng.choices(roles, weights=weights)[0]
+            else:
+                role = self.rng.choice(self.space.roles)
+            target = f"leader of {role}"
+        drawn = self.space.draw(self.rng, at_us=at, action=action, target=target)
+        if drawn is not None:
+            faults.append(drawn)
+
+    def _mutate(self, parent: Member, mutation: str) -> tuple[str, int, tuple[Fault, ...]]:
         faults = list(parent.faults)
         seed = parent.seed
-        mutation = self.rng.choice(MUTATIONS)
+        if mutation == "aim" and not self._aimable(parent):
+            mutation = "add"
         if mutation == "remove" and not faults:
             mutation = "add"
         if mutation in ("move", "retarget", "stretch") and not faults:
             mutation = "add"
         if mutation == "splice" and len(self.corpus) < 2:
             mutation = "add"
-        if mutation == "add":
+        if mutation == "aim":
+            # A clean run costs as much with one aimed fault as with three, and
+            # it stops at the first that fails: several hypotheses per run.
+            for _ in range(self.rng.choice(AIMS_PER_RUN)):
+                self._aim(parent, faults)
+        elif mutation == "early":
+            faults = list(front_load(tuple(faults), self.space, FRONT_FACTOR))
+        elif mutation == "add":
             drawn = self.space.draw(self.rng)
             if drawn is not None:
                 faults.append(drawn)
@@ -208,21 +343,28 @@ class Explorer:
 
     # -- running
     def _candidates(self, index: int, n: int) -> list[tuple[str, int, tuple[Fault, ...], Any]]:
-        """The next `n` schedules to run: the base first, then, in turn, a fresh seed
-        with the schedule its nemesis draws (what a random search would run) and a
-        mutation of the corpus. So the search covers what random seeds reach, at
-        half their pace at worst, and spends the other half where coverage led."""
+        """The next `n` schedules to run: the base first, then each from an arm
+        chosen by what it has paid so far (`_arm`): a fresh seed with the
+        schedule its nemesis draws (what a random search would run), the same
+        front-loaded, or a mutation of a corpus member."""
         if index == 0:
             return [("base", self.base_seed, tuple(self.schedule.faults), None)]
         out: list[tuple[str, int, tuple[Fault, ...], Any]] = []
         for _ in range(n):
+            # The corpus starts as a fuzzer's does, from a few diverse runs: the
+            # base, then OPENING fresh seeds (what finds a medium bug soonest).
             self.drawn += 1
-            if self.drawn % 2:
+            arm = "fresh" if self.drawn <= OPENING else self._arm()
+            if arm in ("fresh", "front"):
                 seed = self.rng.randrange(1, 2**31)
-                out.append(("fresh", seed, fresh_schedule(self.plan, self.space, seed), None))
+                faults = fresh_schedule(self.plan, self.space, seed)
+                if arm == "front":
+                    faults = front_load(faults, self.space, FRONT_FACTOR)
+                out.append((arm, seed, faults, None))
                 continue
-            parent = self._pick()
-            mutation, seed, faults = self._mutate(parent)
+            members = [m for m in self.corpus if self._aimable(m)] if arm == "aim" else None
+            parent = self._pick(members)
+            mutation, seed, faults = self._mutate(parent, arm)
             out.append((mutation, seed, faults, parent))
         return out
 
@@ -266,8 +408,14 @@ class Explorer:
                 new = outcome.signature - self.seen
                 self.seen |= new
                 result.tallies.append(outcome.counts)
+                if mutation in self.arms:
+                    arm = self.arms[mutation]
+                    arm.tries += 1
+                    arm.paid += payoff(new)
+                for flag, count in outcome.phase_counts.items():
+                    self.flags[flag] = self.flags.get(flag, 0) + count
                 if new:
-                    self.corpus.append(Member(seed, faults, len(new)))
+                    self.corpus.append(Member(seed, faults, len(new), windows=outcome.windows))
                     if parent is not None:
                         parent.paid += len(new)
                 failure = outcome.failure

@@ -39,14 +39,26 @@ class FaultSpace:
     end_us: int
     duration_mean_us: int
     roles: tuple[str, ...] = ()  # every role of the run, for the nemesis of a fresh seed
+    # `all of ROLE` for roles with several instances: a whole role down at once
+    # (a region's every RMS) is a fault no single-actor draw makes.
+    groups: tuple[str, ...] = ()
 
-    def draw(self, rng: random.Random) -> Fault | None:
-        action = rng.choice(self.actions)
-        at = Duration(rng.randrange(self.start_us, max(self.start_us + 1, self.end_us)))
+    def draw(
+        self,
+        rng: random.Random,
+        at_us: int | None = None,
+        action: str | None = None,
+        target: str | None = None,
+    ) -> Fault | None:
+        """A random fault; `at_us`, `action` or `target` fix that part (an aimed fault)."""
+        action = action or rng.choice(self.actions)
+        if at_us is None:
+            at_us = rng.randrange(self.start_us, max(self.start_us + 1, self.end_us))
+        at = Duration(min(max(0, at_us), max(0, self.end_us - 1)))
         room = max(MS, self.end_us - int(at))
         length = Duration(min(room, max(MS, int(rng.expovariate(1.0 / self.duration_mean_us)))))
         if action in ("crash", "pause", "slow-store") and self.targets:
-            target = rng.choice(self.targets)
+            target = target or self._target(rng)
             if action == "crash":
                 return CrashFault(at=at, target=target, restart_after=length)
             if action == "pause":
@@ -67,9 +79,15 @@ class FaultSpace:
             return DownFault(at=at, node=rng.choice(self.nodes), duration=length)
         return None
 
+    def _target(self, rng: random.Random) -> str:
+        # A group now and then: most bugs need one actor down, a few a whole role.
+        if self.groups and rng.random() < 0.15:
+            return rng.choice(self.groups)
+        return rng.choice(self.targets)
+
     def retarget(self, fault: Fault, rng: random.Random) -> Fault:
         if isinstance(fault, CrashFault | PauseFault | SlowStoreFault) and self.targets:
-            return msgspec.structs.replace(fault, target=rng.choice(self.targets))
+            return msgspec.structs.replace(fault, target=self._target(rng))
         if isinstance(fault, PartitionFault) and fault.regions and len(self.regions) >= 2:
             return msgspec.structs.replace(fault, regions=rng.sample(self.regions, 2))
         if isinstance(fault, LossFault | DuplicateFault | DelayFault) and len(self.regions) >= 2:
@@ -86,6 +104,22 @@ def length_field(fault: Fault) -> str | None:
     return None
 
 
+def front_load(faults: tuple[Fault, ...], space: FaultSpace, factor: float) -> tuple[Fault, ...]:
+    """The same faults, `factor` times closer to the start of the fault span.
+
+    A run stops at its first violation, so a schedule whose faults come early
+    fails early and costs less; the faults keep their order and lengths.
+    """
+    start = space.start_us
+    out = []
+    for fault in faults:
+        at = int(fault.at)
+        if at > start:
+            at = start + int((at - start) / factor)
+        out.append(msgspec.structs.replace(fault, at=Duration(at)))
+    return tuple(out)
+
+
 def fresh_schedule(plan: Any, space: FaultSpace, seed: int) -> tuple[Fault, ...]:
     """The faults a run of `seed` has as the scenario stands: its own, then its nemesis'."""
     from emulator.net.topology import Topology
@@ -100,12 +134,15 @@ def fault_space(plan: Any, seed: int, schedule: Schedule) -> FaultSpace:
     from emulator.net.topology import Topology
     from emulator.run.faults import LEADER_OF
     from emulator.run.runner import build_system
+    from emulator.run.scenario import instance_role
 
     scenario: Scenario = plan.scenario
     build = build_system(plan, seed)
     roles = sorted(set(plan.roles) | set(build.roles if build is not None else []))
     topology = Topology(scenario.world.regions)
     actors = [a for a, *_ in plan.actors]
+    # A system's own actors (replicas `ROLE/N`) come with its build, not the plan.
+    every = actors + [a for a, *_ in (build.actors if build is not None else [])]
     nemesis = scenario.nemesis
     actions = tuple(nemesis.actions) if nemesis.enabled else ACTIONS
     run_us = int(scenario.duration)
@@ -120,4 +157,7 @@ def fault_space(plan: Any, seed: int, schedule: Schedule) -> FaultSpace:
         end_us=max(1, end),
         duration_mean_us=max(MS, int(nemesis.duration_mean)),
         roles=tuple(roles),
+        groups=tuple(
+            f"all of {r}" for r in roles if sum(instance_role(a) == r for a in every) >= 2
+        ),
     )

@@ -1,0 +1,174 @@
+"""explore's guidance: phase windows read off the trace, faults aimed into them, arms that pay.
+
+The scenario is the witness of `cm-takeover-frees-checkpointing` (a CM
+leader crash while a victim saves its checkpoint) with its crash removed:
+a scripted preemption at about 1 h whose victim checkpoints for 4 minutes,
+and no fault at all. Its windows are known, so where an aimed fault lands
+can be checked, and with the bug on only a fault inside that window fails.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from actors.mast.zoo import witness_path
+from emulator.registry import load_plugins
+from emulator.run.explore import Budget, explore, run_schedule
+from emulator.run.explore.features import Window
+from emulator.run.explore.search import (
+    AIM_LEAD_US,
+    AIMS_PER_RUN,
+    GROUP_FLOOR,
+    GROUPS,
+    Explorer,
+    Member,
+)
+from emulator.run.explore.space import front_load
+from emulator.run.scenario import CrashFault, PauseFault
+from emulator.units import MIN, Duration
+
+load_plugins()
+
+BUG = "cm-takeover-frees-checkpointing"
+
+
+def _calm(tmp_path: Path, bugs: list[str]) -> Path:
+    raw = json.loads(witness_path(BUG).read_text())
+    raw["faults"] = []
+    raw["bugs"] = bugs
+    path = tmp_path / "calm.json"
+    path.write_text(json.dumps(raw))
+    return path
+
+
+def _explorer(path: Path, tmp_path: Path, seed: int = 1) -> Explorer:
+    return Explorer(
+        str(path), seed=seed, budget=Budget(runs=1), out_dir=tmp_path / "ex", log=io.StringIO()
+    )
+
+
+def test_phase_windows_are_read_off_the_trace(tmp_path: Path) -> None:
+    explorer = _explorer(_calm(tmp_path, []), tmp_path)
+    outcome = run_schedule(explorer.raw, None, 1, (), tmp_path / "r.db")
+    assert outcome.status == "ok"
+    by_flag = {w.flag: w for w in outcome.windows}
+    # H preempts L at about 1 h; L's checkpoint takes 4 minutes (checkpoint_cost).
+    for flag in ("preempting", "checkpointing"):
+        window = by_flag[flag]
+        assert 59 * MIN <= window.start_us <= 62 * MIN
+        assert window.end_us - window.start_us == pytest.approx(4 * MIN, abs=MIN // 60)
+        assert outcome.phase_counts[flag] >= 1
+    # Who acted first: the RMS that dispatched, the CM that stopped the victim.
+    assert by_flag["preempting"].actors[0].startswith("rms/east/")
+    assert by_flag["checkpointing"].actors[0].startswith("cm/east/c0/")
+    assert "P:checkpointing+preempting" in outcome.signature
+
+
+def test_an_aimed_fault_lands_in_the_window_or_just_before_at_its_first_actors(
+    tmp_path: Path,
+) -> None:
+    explorer = _explorer(_calm(tmp_path, []), tmp_path)
+    start, end = 60 * MIN, 64 * MIN
+    window = Window("checkpointing", start, end, ("cm/east/c0/0", "gms/0", "rms/east/1"))
+    explorer.flags = {"checkpointing": 1}
+    parent = Member(1, (), 1, windows=(window,))
+    inside = 0
+    targets: Counter[str] = Counter()
+    placed = 0
+    for _ in range(200):
+        mutation, seed, faults = explorer._mutate(parent, "aim")
+        # (A kind of fault the one-region world cannot have is drawn as none.)
+        assert mutation == "aim" and seed == 1 and len(faults) <= max(AIMS_PER_RUN)
+        for fault in faults:
+            at = int(fault.at)
+            assert start - max(end - start, AIM_LEAD_US) <= at <= end
+            placed += 1
+            inside += start < at <= end
+            if isinstance(fault, CrashFault | PauseFault):
+                targets[fault.target] += 1
+    # Most land inside; the rest just before (a lease's worth).
+    assert placed >= 300 and inside >= 0.6 * placed
+    # The window's opener (the CM that stopped the victim) is hit most.
+    assert targets.most_common(1)[0][0] == "leader of cm/east/c0"
+
+
+def test_an_aimed_fault_finds_the_takeover_bug_that_no_seed_finds(tmp_path: Path) -> None:
+    path = _calm(tmp_path, [BUG])
+    explorer = _explorer(path, tmp_path)
+    for seed in range(1, 4):  # without faults, seeds change only the jitter: all clean
+        assert run_schedule(explorer.raw, None, seed, (), tmp_path / "s.db").failure is None
+    result = explore(
+        str(path), seed=2, budget=Budget(runs=40), out_dir=tmp_path / "found",
+        log=io.StringIO(), stop_at_first=True,
+    )  # fmt: skip
+    (failure,) = result.failures
+    assert failure.signature[0] == "preemption"
+    assert result.runs[-1].mutation == "aim"
+
+
+def test_arms_and_groups_that_pay_get_more_runs(tmp_path: Path) -> None:
+    explorer = _explorer(_calm(tmp_path, []), tmp_path)
+    window = Window("checkpointing", 60 * MIN, 64 * MIN, ("cm/east/c0/0",))
+    explorer.corpus = [Member(1, (), 3, windows=(window,))]
+
+    def shares(rounds: int = 2000) -> Counter[str]:
+        explorer.rng = random.Random(5)
+        return Counter(explorer._arm() for _ in range(rounds))
+
+    for arm in explorer.arms.values():
+        arm.tries, arm.paid = 20, 0.0
+    explorer.arms["reseed"].paid = 60.0
+    drawn = shares()
+    mutations = {a: drawn[a] for a in GROUPS["mutate"]}
+    assert max(mutations, key=mutations.__getitem__) == "reseed"
+    # Seeds that stop paying fall to their floor; seeds that pay take most runs.
+    calm = (drawn["fresh"] + drawn["front"]) / 2000
+    assert calm == pytest.approx(GROUP_FLOOR["seeds"] / sum(GROUP_FLOOR.values()), abs=0.08)
+    explorer.arms["fresh"].paid = explorer.arms["front"].paid = 400.0
+    drawn = shares()
+    assert (drawn["fresh"] + drawn["front"]) / 2000 > 0.4
+    assert drawn["fresh"] + drawn["front"] > 1.5 * calm * 2000
+
+
+def test_front_loading_brings_faults_closer_to_the_start_in_order(tmp_path: Path) -> None:
+    explorer = _explorer(Path(witness_path(BUG)), tmp_path)
+    space = explorer.space
+    faults = tuple(
+        CrashFault(at=Duration(space.start_us + k * 10 * MIN), target="leader of gms")
+        for k in range(4)
+    )
+    moved = front_load(faults, space, 3.0)
+    ats = [int(f.at) for f in moved]
+    assert ats == sorted(ats) and ats[0] == space.start_us
+    assert all(
+        int(new.at) - space.start_us == (int(old.at) - space.start_us) // 3
+        for old, new in zip(faults, moved, strict=True)
+    )
+
+
+def test_a_whole_role_can_be_a_target(tmp_path: Path) -> None:
+    explorer = _explorer(Path("chaos"), tmp_path)
+    groups = explorer.space.groups
+    assert "all of gms" in groups and any(g.startswith("all of rms/") for g in groups)
+    rng = random.Random(1)
+    drawn = {explorer.space.retarget(CrashFault(at=Duration(MIN), target="x"), rng).target
+             for _ in range(200)}  # fmt: skip
+    assert drawn & set(groups)
+
+
+def test_a_search_with_phases_is_deterministic_in_runs(tmp_path: Path) -> None:
+    path = _calm(tmp_path, [])
+
+    def search(folder: str) -> object:
+        out = explore(str(path), seed=3, budget=Budget(runs=8), out_dir=tmp_path / folder)
+        return [(r.mutation, r.seed, r.faults, r.new, r.status) for r in out.runs], out.corpus
+
+    first = search("a")
+    assert first == search("b")
+    assert any(mutation == "aim" for mutation, *_ in first[0])  # type: ignore[index]
