@@ -306,13 +306,13 @@ class RegionalScheduler(LeaseHolder):
         latency_ms = (time.perf_counter() - t0) * 1000
         if isinstance(plan, Unschedulable):
             self.metric("rms_decision_ms", latency_ms, region=region, preempts=False, placed=False)
-            if self.params.hold_ttl is not None and self.tentative:
-                # Held machines may come free within the pass: no failure is cached.
-                return abstain("unschedulable")
+            # Held machines may come free within the pass: a failure found while
+            # bids hold some lasts only until a hold ends without a dispatch.
+            held = self.params.hold_ttl is not None and bool(self.tentative)
             for request, prop in zip(requests, props, strict=True):
                 alone = self.policy.place(snapshots, [request], self.now_us, self.policy_params)
                 if isinstance(alone, Unschedulable):
-                    self.cache = ncache.record_failure(self.cache, prop)
+                    self.cache = ncache.record_failure(self.cache, prop, held)
                     break
             return abstain("unschedulable")
         self.metric(
@@ -381,6 +381,8 @@ class RegionalScheduler(LeaseHolder):
             return False
         for cluster, key in self._hold_keys(auction_id):
             self.views[cluster].release(key)
+        if why != "awarded":  # an award keeps the machines: the dispatch reserves them
+            self.cache = ncache.forget_held(self.cache)
         self.decision(
             "rms.unhold", {"auction": auction_id, "region": self.params.region, "why": why}
         )

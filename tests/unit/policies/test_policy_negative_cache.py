@@ -9,6 +9,7 @@ from actors.policies.mast.negative_cache import (
     count,
     empty,
     fails_fast,
+    forget_held,
     hit_rate,
     lookup,
     record_failure,
@@ -78,3 +79,57 @@ def test_the_cache_is_a_value() -> None:
     after = record_failure(before, props())
     assert before.failures == () and after.failures == (props(),)
     assert record_failure(after, props()) is after  # nothing new: the same value back
+
+
+# Failures found while bids held machines (`held=True`) last until a hold ends
+# without a dispatch (`forget_held`); failures with nothing held last the pass.
+HELD_CASES = [
+    # (name, failures recorded as (props, held), query, fails fast before, after forget_held)
+    ("held failure, same size", [(props(16), True)], props(16), True, False),
+    ("held failure, larger query", [(props(16), True)], props(32), True, False),
+    ("held failure, smaller query", [(props(16), True)], props(8), False, False),
+    ("free failure", [(props(16), False)], props(16), True, True),
+    (
+        "free failure covers a held one",
+        [(props(32), True), (props(16), False)],
+        props(32),
+        True,
+        True,
+    ),
+    (
+        "held failure smaller than a free one",
+        [(props(32), False), (props(16), True)],
+        props(16),
+        True,
+        False,
+    ),
+    (
+        "held failure under a free one",
+        [(props(16), False), (props(32), True)],
+        props(32),
+        True,
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("recorded", "query", "before", "after"),
+    [c[1:] for c in HELD_CASES],
+    ids=[c[0] for c in HELD_CASES],
+)
+def test_held_failures_are_forgotten_when_a_hold_ends(
+    recorded: list[tuple[SchedProps, bool]], query: SchedProps, before: bool, after: bool
+) -> None:
+    cache = empty()
+    for failed, held in recorded:
+        cache = record_failure(cache, failed, held)
+    assert fails_fast(cache, query) is before
+    assert fails_fast(forget_held(cache), query) is after
+
+
+def test_a_free_failure_takes_over_the_held_ones_it_covers() -> None:
+    cache = record_failure(empty(), props(32), held=True)
+    cache = record_failure(cache, props(16))
+    assert (cache.failures, cache.held) == ((props(16),), ())
+    assert forget_held(empty()) == empty()
