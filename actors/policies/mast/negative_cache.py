@@ -84,7 +84,7 @@ def _minimal(failures: tuple[SchedProps, ...], props: SchedProps) -> tuple[Sched
 def record_failure(cache: NegativeCache, props: SchedProps, held: bool = False) -> NegativeCache:
     """The cache after `props` failed to place (`held`: while bids held machines)."""
     if held:
-        if any(f.covers(props) for f in cache.held) or any(f.covers(props) for f in cache.failures):
+        if fails_fast(cache, props):
             return cache
         return msgspec.structs.replace(cache, held=_minimal(cache.held, props))
     if any(f.covers(props) for f in cache.failures):
