@@ -10,7 +10,9 @@ tentative reservation until the award or release. With pipelined auctions
 its own at the highest priority (so no plan picks it as a victim), for
 every later bid to see; a hold whose Award or Release never comes lapses
 after `hold_ttl`. Holds (`rms.hold`) and their ends (`rms.unhold`: awarded,
-released or expired) are in the trace. A preempting plan's victims are not
+released or expired) are in the trace. A failure found while holds stand is
+cached only until one of them ends without an award: its machines may fit
+what failed (`negative_cache.forget_held`). A preempting plan's victims are not
 held: two holds may count on one victim's machines, and the CM refuses
 whichever plan comes second. On award it applies the
 plan to its view, sends one plan per job to the job's CM, and reports to the
