@@ -10,8 +10,8 @@ back; C's auction opens after that, in the same pass, and east has its 32 GPUs
 again. The network's jitter orders what reaches east: seed 4 brings it the
 scan's start, then A's auction before B's, then A's release before C's auction
 (on other seeds B may come first, or C before the release, and then caching
-C's failure is right). An RMS that kept B's failure would answer
-C from its cache and leave it for the next pass.
+C's failure is right). An RMS that kept B's failure would answer C from its
+cache and leave it for the next pass.
 """
 
 from __future__ import annotations

@@ -97,7 +97,6 @@ class Features:
         self.found: set[str] = set()
         self.last_decision = "-"
         self.failure: tuple[str, str] | None = None
-        self.failure_us: int | None = None
         self.windows = _Windows()
         self.phases: set[str] = set()  # every phase combination the run was in
         self.now_us = 0
@@ -105,6 +104,7 @@ class Features:
     def observe(self, event: TraceEvent) -> None:
         self.tally.observe(event)
         self.now_us = event.t_us
+        now = "any"
         if self.phase is not None:
             self.phase.observe(event)
             now = self.phase.phase()
@@ -117,7 +117,6 @@ class Features:
             self.last_decision = f"{event.type} by {event.src.split('/', 1)[0]}"
         elif event.kind == "fault" and event.type.endswith(".start"):
             action = event.type.removesuffix(".start")
-            now = self.phase.phase() if self.phase is not None else "any"
             self.found.add(f"F:{action}@{now}")
             # Which kind of actor it hit too: a crash of a CM and of the GMS
             # inside one phase are different experiments.
@@ -128,7 +127,6 @@ class Features:
             self.found.add(f"V:{event.type}")
             if self.failure is None:
                 self.failure = (event.type, self.last_decision)
-                self.failure_us = event.t_us
 
     def attach(self, kernel: Any) -> None:
         for kind in (*KINDS, "violation"):
@@ -154,7 +152,6 @@ class Outcome:
     files: dict[str, bytes] = field(default_factory=dict)  # a shipped failing run's database
     windows: tuple[Window, ...] = ()  # when each phase held (aimed mutations read them)
     phase_counts: dict[str, int] = field(default_factory=dict)  # windows per flag, all of them
-    end_us: int = 0  # the emulated time the run reached (its violation's, if it failed)
 
 
 def run_schedule(
@@ -180,7 +177,6 @@ def run_schedule(
         time.process_time() - cpu0,
         windows=features.windows.finish(features.now_us),
         phase_counts=dict(features.windows.counts),
-        end_us=features.now_us,
     )
 
 
