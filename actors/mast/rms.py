@@ -8,9 +8,11 @@ the plan's P_score, or abstains `unschedulable`. The plan is kept as a
 tentative reservation until the award or release. With pipelined auctions
 (`hold_ttl` set) the reservation is also held in the view, under a key of
 its own at the highest priority (so no plan picks it as a victim), for
-every later bid to see; a hold whose Award or Release never comes lapses
-after `hold_ttl`. Holds (`rms.hold`) and their ends (`rms.unhold`: awarded,
-released or expired) are in the trace. A failure found while holds stand is
+every later bid to see. It goes into the view when the next bid reads it:
+most holds end before another bid comes, and their views never change. A
+hold whose Award or Release never comes lapses after `hold_ttl`. Holds
+(`rms.hold`) and their ends (`rms.unhold`: awarded, released or expired)
+are in the trace. A failure found while holds stand is
 cached only until one of them ends without an award: its machines may fit
 what failed (`negative_cache.forget_held`). A preempting plan's victims are not
 held: two holds may count on one victim's machines, and the CM refuses
@@ -120,6 +122,7 @@ class RegionalScheduler(LeaseHolder):
         """No leader state: a follower's, and where a newly led epoch starts from."""
         self.cache = ncache.empty()
         self.tentative: dict[int, tuple[AuctionOpen, WorkloadPlan]] = {}
+        self.unplaced: set[int] = set()  # holds not yet in the views (module docstring)
         self.dispatching: dict[int, Dispatch] = {}
         self.live: dict[str, Live] = {}
         self.views: dict[str, ClusterLedger] = {}
@@ -301,6 +304,9 @@ class RegionalScheduler(LeaseHolder):
         self.cache = ncache.count(self.cache, hit)
         if hit:
             return abstain("negative_cache")
+        for auction_id in sorted(self.unplaced & self.tentative.keys()):
+            self._hold(auction_id)
+        self.unplaced.clear()
         snapshots = [self.views[c].snapshot() for c in sorted(self.views)]
         # Wall time of the policy call only goes to metrics: it never steers the run.
         t0 = time.perf_counter()
@@ -325,7 +331,7 @@ class RegionalScheduler(LeaseHolder):
             # Seeded bug `rms-forgets-hold`: the hold is announced but never put in
             # the view, so the next pipelined bid promises the same machines.
             if not self.bug("rms-forgets-hold"):
-                self._hold(msg.auction_id)
+                self.unplaced.add(msg.auction_id)
             self.set_timer(self.params.hold_ttl, _HoldExpired(msg.auction_id))
             self.decision(
                 "rms.hold",
@@ -374,15 +380,18 @@ class RegionalScheduler(LeaseHolder):
     def _hold_again(self, only: str | None = None) -> None:
         """Views reloaded from the store know no holds: put the open ones back."""
         if self.params.hold_ttl is not None:
-            for auction_id in sorted(self.tentative):
+            for auction_id in sorted(self.tentative.keys() - self.unplaced):
                 self._hold(auction_id, only)
 
     def _unhold(self, auction_id: int, why: str) -> bool:
         """End a tentative plan's hold; False if there was none (or holds are off)."""
         if self.params.hold_ttl is None or auction_id not in self.tentative:
             return False
-        for cluster, key in self._hold_keys(auction_id):
-            self.views[cluster].release(key)
+        if auction_id in self.unplaced:
+            self.unplaced.discard(auction_id)
+        else:
+            for cluster, key in self._hold_keys(auction_id):
+                self.views[cluster].release(key)
         if why != "awarded":  # an award keeps the machines: the dispatch reserves them
             self.cache = ncache.forget_held(self.cache)
         self.decision(

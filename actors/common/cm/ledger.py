@@ -24,7 +24,10 @@ snapshot (a plan touches a few machines of thousands), and the new
 snapshot's placement index is derived from the last one's
 (`ClusterIndex.updated`) instead of built anew. A view reloaded from the
 store starts from the view it replaces (`fetch(..., previous=)`), so what
-did not change is not rebuilt either. Snapshots and indices are equal to
+did not change is not rebuilt either. A change that only undoes what the
+last snapshot changed (a bid's hold, read by the next bid, then released)
+gives back the snapshot before it, index and all (`_reverted`). A usable
+CPU machine has two states, made once. Snapshots and indices are equal to
 ones built from scratch.
 
 Machines in transit: RAS may move a machine into this cluster while a job of
@@ -41,6 +44,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+import msgspec
+
 from actors.policies.mast.placement.capacity import attach_index, has_index, index_of
 from actors.policies.mast.placement.snapshot import ClusterSnapshot, MachineState, RunningJob
 from store.mast import changes, fleet
@@ -48,6 +53,14 @@ from store.mast.fleet import Allocation, JobRow
 from store.mast.records import Machine
 
 T = TypeVar("T")
+
+
+# A snapshot, and its states of the machines and jobs the next snapshot changed.
+_Before = tuple[
+    ClusterSnapshot,
+    dict[str, MachineState | None],
+    dict[tuple[str, str], RunningJob | None],
+]
 
 
 class StoreCaller(Protocol):
@@ -103,10 +116,15 @@ class ClusterLedger:
         self._run_keys: list[tuple[str, str]] = []  # the keys of `_last.running`, in order
         self._machine_list: list[MachineState] = []  # `_last.machines`, as a list
         self._states: dict[str, MachineState] = {}
+        # A usable CPU machine's two states, (taken, free): made once (`snapshot`).
+        self._cpu_states: dict[str, tuple[MachineState, MachineState]] = {}
         self._running: dict[tuple[str, str], RunningJob] = {}
         self._dirty_hosts: set[str] = set(self.machines)
         self._dirty_jobs: set[tuple[str, str]] = set()
         self._last: ClusterSnapshot | None = None  # what `_states`/`_running` last made
+        # The snapshot before `_last`, with the states its hosts and jobs had where
+        # `_last` changed them (`_reverted`).
+        self._before: _Before | None = None
         # The change of the store this ledger has read up to (`sync`), and the
         # jobs whose entries came from the store rather than from its owner.
         self.synced = 0
@@ -249,6 +267,7 @@ class ClusterLedger:
             k for k in self.jobs.keys() | old.jobs.keys() if self.jobs.get(k) != old.jobs.get(k)
         }
         self._states = dict(old._states)
+        self._cpu_states = old._cpu_states  # immutable states of unchanged machines
         self._running = dict(old._running)
         self._last = old._last
         self._run_keys = list(old._run_keys)
@@ -357,33 +376,65 @@ class ClusterLedger:
             structural = self._last is None
             machines, used, busy = self.machines, self.gpus_used, self.cpu_busy
             healthy, transit = self.healthy, self.transit
+            cpu_states = self._cpu_states
+            replaced: dict[str, MachineState | None] = {}  # changed hosts' last states
             for host in self._dirty_hosts:
                 m = machines.get(host)
                 if m is None:  # a plan's host this cluster does not have
                     continue
-                gpus = m.gpus
-                gpus_free = max(0, gpus - used.get(host, 0)) if gpus else 0
-                cpu_free = not gpus and host not in busy
                 ok = healthy[host] and host not in transit
                 old = states.get(host)
+                gpus = m.gpus
+                if not gpus:
+                    # CPU machines are most of a cluster and of every plan: a host
+                    # has two states while usable, made once and shared after.
+                    cpu_free = host not in busy
+                    if old is None or old.healthy != ok:
+                        structural = True
+                    elif old.cpu_free == cpu_free:
+                        continue  # a hold and its release put a host back as it was
+                    elif ok:
+                        cpu_units[host] = int(cpu_free)
+                    pair = cpu_states.get(host) if ok else None
+                    if pair is None:
+                        state = MachineState(
+                            host=host,
+                            rack=m.rack,
+                            gpu_type=m.gpu_type,
+                            gpus_total=0,
+                            gpus_free=0,
+                            cpu_free=cpu_free,
+                            healthy=ok,
+                        )
+                        if ok:
+                            flipped = msgspec.structs.replace(state, cpu_free=not cpu_free)
+                            cpu_states[host] = (flipped, state) if cpu_free else (state, flipped)
+                    else:
+                        state = pair[cpu_free]
+                    replaced[host] = old
+                    states[host] = state
+                    changed.append(state)
+                    continue
+                gpus_free = gpus - used.get(host, 0)
+                if gpus_free < 0:
+                    gpus_free = 0
                 if old is None or old.healthy != ok:
                     structural = True
-                elif old.gpus_free == gpus_free and old.cpu_free == cpu_free:
-                    continue  # a hold and its release put a host back as it was
-                elif ok and not gpus:
-                    cpu_units[host] = int(cpu_free)
+                elif old.gpus_free == gpus_free:
+                    continue
                 elif ok and m.gpu_type is not None:
                     units = gpu_units.get(m.gpu_type)
                     if units is None:
                         units = gpu_units[m.gpu_type] = {}
                     units[host] = gpus_free
+                replaced[host] = old
                 states[host] = state = MachineState(
                     host=host,
                     rack=m.rack,
                     gpu_type=m.gpu_type,
                     gpus_total=gpus,
                     gpus_free=gpus_free,
-                    cpu_free=cpu_free,
+                    cpu_free=False,
                     healthy=ok,
                 )
                 changed.append(state)
@@ -391,6 +442,7 @@ class ClusterLedger:
             running = self._running
             gone: list[RunningJob] = []
             added: list[RunningJob] = []
+            jobs_replaced: dict[tuple[str, str], RunningJob | None] = {}
             for key in self._dirty_jobs:
                 held = self.jobs.get(key)
                 old = running.get(key)
@@ -406,6 +458,7 @@ class ClusterLedger:
                     )
                 if new == old:
                     continue
+                jobs_replaced[key] = old
                 if old is not None:
                     gone.append(old)
                     del running[key]
@@ -417,6 +470,11 @@ class ClusterLedger:
             if last is not None and not changed and not gone and not added:
                 self._snapshot = last
                 return last
+            before = self._before
+            if before is not None and self._reverted(before, replaced, jobs_replaced):
+                self._before = (last, replaced, jobs_replaced)
+                self._snapshot = self._last = before[0]
+                return before[0]
             if last is None:
                 self._machine_list = list(map(states.__getitem__, self._hosts))
                 machines = tuple(self._machine_list)
@@ -435,5 +493,39 @@ class ClusterLedger:
                 )
                 if index is not None:
                     attach_index(snapshot, index)
+            self._before = None if last is None else (last, replaced, jobs_replaced)
             self._snapshot = self._last = snapshot
         return self._snapshot
+
+    def _reverted(
+        self,
+        before: _Before,
+        replaced: dict[str, MachineState | None],
+        jobs_replaced: dict[tuple[str, str], RunningJob | None],
+    ) -> bool:
+        """Whether the state is back at the snapshot before the last; if so, go back to it.
+
+        A bid's hold lasts until the next bid has read it, then its release
+        puts its machines back: the snapshot before is then the one wanted,
+        index and all, and rebuilding it would cost as much as the hold did.
+        """
+        snapshot, hosts, jobs = before
+        states, running = self._states, self._running
+        # `states`/`running` hold the new state: the changes since the last
+        # snapshot must be exactly the ones it made, undone.
+        if hosts.keys() != replaced.keys() or jobs.keys() != jobs_replaced.keys():
+            return False
+        if any(states.get(h) != state for h, state in hosts.items()):
+            return False
+        if any(running.get(k) != job for k, job in jobs.items()):
+            return False
+        listed, position = self._machine_list, self._position
+        for host, state in hosts.items():
+            assert state is not None
+            states[host] = listed[position[host]] = state
+        for key, job in jobs.items():
+            assert job is not None or key not in running
+            if job is not None:
+                running[key] = job
+        self._run_keys = [job.key for job in snapshot.running]
+        return True

@@ -45,11 +45,12 @@ class RackPool:
         room: dict[str, int],
         order: list[tuple[int, str]],
         unit: bool,
+        total: int | None = None,
     ) -> None:
         self._racks = racks
         self.room = room
         self.order = order
-        self.total = sum(room.values())
+        self.total = sum(room.values()) if total is None else total
         self.unit = unit
 
     @classmethod
@@ -83,19 +84,25 @@ class RackPool:
         for host, n in units.items():
             by_rack[rack_of[host]][host] = n
         racks, room, order = dict(self._racks), dict(self.room), list(self.order)
+        total = self.total
         for rack, changes in by_rack.items():
             old = room.pop(rack, 0)
-            current = dict(racks.pop(rack, ()))  # a copy: the old pool keeps its own
+            got = racks.pop(rack, None)
+            current = dict(got) if got else {}  # a copy: the old pool keeps its own
             if old:
                 del order[bisect_left(order, (-old, rack))]
-            current.update(changes)
-            kept = {h: n for h, n in current.items() if n > 0}
-            if kept:
-                racks[rack] = kept  # sorted when read (`rack_slots`)
-                room[rack] = new = sum(kept.values())
+            new = old
+            for host, n in changes.items():
+                new += n - current.pop(host, 0)
+                if n > 0:
+                    current[host] = n
+            total += new - old
+            if current:
+                racks[rack] = current  # sorted when read (`rack_slots`)
+                room[rack] = new
                 insort(order, (-new, rack))
-        unit = self.unit and all(n <= 1 for n in units.values())
-        return RackPool(racks, room, order, unit)
+        unit = self.unit and (not units or max(units.values()) <= 1)
+        return RackPool(racks, room, order, unit, total)
 
     def choose(self, need: int) -> tuple[list[str], str | None, int]:
         """The racks `pick` uses: those taken whole, the last one, and the units left for it.
