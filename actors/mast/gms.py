@@ -327,6 +327,7 @@ class GlobalScheduler(LeaseHolder):
             msg = AuctionOpen(
                 auction_id=auction_id,
                 gms_epoch=self.fence.epoch,
+                scan=self.scans,
                 workload_id=workload_id,
                 priority=priority,
                 jobs=self.specs[workload_id].jobs,

@@ -38,7 +38,11 @@ AbstainReason = Literal["no_data", "no_hardware", "negative_cache", "unschedulab
 
 # ---- GMS → RMS ----------------------------------------------------------------
 class ScanStart(Msg):
-    """GMS → every RMS: a GMS-scan pass begins; reset the negative cache."""
+    """GMS → every RMS: a GMS-scan pass begins; reset the negative cache.
+
+    Sent just before the pass's first auctions, it may arrive after them (the
+    network keeps no order): the first of the pass's messages begins it.
+    """
 
     scan: int
     gms_epoch: int
@@ -56,6 +60,7 @@ class AuctionOpen(Msg):
 
     auction_id: int
     gms_epoch: int
+    scan: int  # the GMS-scan pass (of `gms_epoch`) that opened it
     workload_id: str
     priority: int
     jobs: tuple[JobSpec, ...]

@@ -24,7 +24,7 @@ machine lost) fails the dispatch like a refused plan. A workload ends when
 all its jobs have: if one is preempted or fails, the others are stopped
 first, so the GMS re-queues it only when nothing of it runs.
 Cluster views are loaded when an epoch starts and brought up to date with
-the store at every scan start (`ClusterLedger.sync`: only what changed is
+the store as every GMS-scan pass begins (`ClusterLedger.sync`: only what changed is
 re-read), and one cluster's is reloaded when its CM reports that RAS changed
 its machines.
 """
@@ -123,6 +123,7 @@ class RegionalScheduler(LeaseHolder):
         self.cache = ncache.empty()
         self.tentative: dict[int, tuple[AuctionOpen, WorkloadPlan]] = {}
         self.unplaced: set[int] = set()  # holds not yet in the views (module docstring)
+        self.pass_begun = (-1, -1)  # (GMS epoch, scan) of the last GMS-scan pass begun
         self.dispatching: dict[int, Dispatch] = {}
         self.live: dict[str, Live] = {}
         self.views: dict[str, ClusterLedger] = {}
@@ -256,9 +257,22 @@ class RegionalScheduler(LeaseHolder):
 
     # ---- scans and auctions ------------------------------------------------------------
     @on(ScanStart)
-    async def scan_start(self, _: ScanStart) -> None:
-        if not self.leading:
+    async def scan_start(self, msg: ScanStart) -> None:
+        await self._begin_pass(msg.gms_epoch, msg.scan)
+
+    async def _begin_pass(self, gms_epoch: int, scan: int) -> None:
+        """Begin a GMS-scan pass once: on its ScanStart, or on an auction of it that came first.
+
+        An auction of a new pass answered from the last pass's negative cache
+        would abstain for capacity freed since; a ScanStart arriving after the
+        pass's auctions would empty the cache they filled.
+        """
+        if not self.leading or (gms_epoch, scan) <= self.pass_begun:
             return
+        self.pass_begun = (gms_epoch, scan)
+        self.decision(
+            "rms.pass", {"region": self.params.region, "gms_epoch": gms_epoch, "scan": scan}
+        )
         if self.cache.lookups:
             self.metric(
                 "negative_cache_hit_rate", ncache.hit_rate(self.cache), region=self.params.region
@@ -268,11 +282,13 @@ class RegionalScheduler(LeaseHolder):
 
     @on(ScanEnd)
     def scan_end(self, _: ScanEnd) -> None:
-        """Nothing to do: the negative cache lives until the next ScanStart resets it."""
+        """Nothing to do: the negative cache lives until the next pass begins."""
 
     @on(AuctionOpen)
-    def auction(self, msg: AuctionOpen) -> None:
-        self.reply(self._bid(msg))
+    async def auction(self, msg: AuctionOpen) -> None:
+        asked = self.envelope
+        await self._begin_pass(msg.gms_epoch, msg.scan)
+        self.reply(self._bid(msg), to=asked)
 
     def _bid(self, msg: AuctionOpen) -> Bid | Abstain:
         region = self.params.region
