@@ -321,7 +321,7 @@ class Kernel:
         slot.paused_until_us = 0
         self.tracer.record(self.now_us, "unpause", "", slot.address, "", None)
         if slot.state == WAIT_RECV:
-            env = self._take(slot, slot.wait_reply)
+            env = slot.mailbox.take(slot.wait_reply)
             if env is not None:
                 slot.wait_token += 1
                 self._step(slot, env)
@@ -389,7 +389,7 @@ class Kernel:
             self.trace_drop(env, "host-down")
             return
         mailbox = slot.mailbox
-        if len(mailbox) >= self._mailbox_max:
+        if mailbox.live >= self._mailbox_max:
             slot.overflow += 1
             self.trace_drop(env, "mailbox-full")
             return
@@ -407,9 +407,6 @@ class Kernel:
             self._step(slot, env)
         else:
             mailbox.append(env)
-
-    def _take(self, slot: ActorSlot, reply_to: int | frozenset[int]) -> Envelope | None:
-        return slot.mailbox.take(reply_to)
 
     # ------------------------------------------------------------------
     # timers
@@ -503,7 +500,8 @@ class Kernel:
             kind = type(cmd)
             if kind is Receive:
                 reply_to = cmd.reply_to
-                env = self._take(slot, reply_to)
+                mailbox = slot.mailbox
+                env = mailbox.take(reply_to) if mailbox.live else None
                 if env is not None:
                     value = env
                     continue
@@ -703,12 +701,13 @@ class Kernel:
                 self._wake(ev)
             if self._store_pending is not None:
                 await self._drain_store()
-            if tracer.flushing is not None:
-                tracer.check_flush()
-            elif tracer.needs_flush():
-                tracer.start_flush()
             self.events += 1
             countdown -= 1
+            if tracer.flushing is not None:
+                tracer.check_flush()
+            elif not countdown & 31 and tracer.needs_flush():
+                # Every 32 events is often enough: a batch is thousands of rows.
+                tracer.start_flush()
             if countdown == 0:
                 countdown = yield_every
                 if self.metrics is not None and self.metrics.full():

@@ -25,25 +25,25 @@ from emulator.commands import Envelope
 class Mailbox:
     """Messages waiting for one actor incarnation, in arrival order."""
 
-    __slots__ = ("_live", "_next", "_queue", "_replies", "_taken")
+    __slots__ = ("_next", "_queue", "_replies", "_taken", "live")
 
     def __init__(self) -> None:
         self._queue: deque[tuple[int, Envelope]] = deque()
         self._replies: dict[int, deque[tuple[int, Envelope]]] = {}
         self._taken: set[int] = set()
         self._next = 0
-        self._live = 0
+        self.live = 0  # messages waiting (a plain attribute: the kernel reads it per event)
 
     def __len__(self) -> int:
-        return self._live
+        return self.live
 
     def __bool__(self) -> bool:
-        return self._live > 0
+        return self.live > 0
 
     def append(self, env: Envelope) -> None:
         entry = (self._next, env)
         self._next += 1
-        self._live += 1
+        self.live += 1
         self._queue.append(entry)
         reply_to = env.reply_to
         if reply_to:
@@ -57,11 +57,11 @@ class Mailbox:
         self._queue.clear()
         self._replies.clear()
         self._taken.clear()
-        self._live = 0
+        self.live = 0
 
     def take(self, reply_to: int | frozenset[int]) -> Envelope | None:
         """The earliest message matching `reply_to` (0: any message), removed; None if none."""
-        if not self._live:
+        if not self.live:
             return None
         if reply_to == 0:
             return self._take_first()
@@ -86,7 +86,7 @@ class Mailbox:
             if n in taken:
                 taken.discard(n)
                 continue
-            self._live -= 1
+            self.live -= 1
             reply_to = env.reply_to
             if reply_to:
                 waiting = self._replies[reply_to]
@@ -100,7 +100,7 @@ class Mailbox:
         n, env = waiting.popleft()
         if not waiting:
             del self._replies[corr]
-        self._live -= 1
+        self.live -= 1
         if self._queue and self._queue[0][0] == n:
             self._queue.popleft()
         else:
