@@ -63,6 +63,18 @@ _Before = tuple[
 ]
 
 
+def _state(m: Machine, gpus_free: int, cpu_free: bool, healthy: bool) -> MachineState:
+    return MachineState(
+        host=m.host,
+        rack=m.rack,
+        gpu_type=m.gpu_type,
+        gpus_total=m.gpus,
+        gpus_free=gpus_free,
+        cpu_free=cpu_free,
+        healthy=healthy,
+    )
+
+
 class StoreCaller(Protocol):
     """Whoever reads the store for a ledger: an actor, whose store calls are traced."""
 
@@ -397,15 +409,7 @@ class ClusterLedger:
                         cpu_units[host] = int(cpu_free)
                     pair = cpu_states.get(host) if ok else None
                     if pair is None:
-                        state = MachineState(
-                            host=host,
-                            rack=m.rack,
-                            gpu_type=m.gpu_type,
-                            gpus_total=0,
-                            gpus_free=0,
-                            cpu_free=cpu_free,
-                            healthy=ok,
-                        )
+                        state = _state(m, 0, cpu_free, ok)
                         if ok:
                             flipped = msgspec.structs.replace(state, cpu_free=not cpu_free)
                             cpu_states[host] = (flipped, state) if cpu_free else (state, flipped)
@@ -428,15 +432,7 @@ class ClusterLedger:
                         units = gpu_units[m.gpu_type] = {}
                     units[host] = gpus_free
                 replaced[host] = old
-                states[host] = state = MachineState(
-                    host=host,
-                    rack=m.rack,
-                    gpu_type=m.gpu_type,
-                    gpus_total=gpus,
-                    gpus_free=gpus_free,
-                    cpu_free=False,
-                    healthy=ok,
-                )
+                states[host] = state = _state(m, gpus_free, False, ok)
                 changed.append(state)
             self._dirty_hosts.clear()
             running = self._running
