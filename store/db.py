@@ -37,6 +37,8 @@ from store.lease_view import Lease, LeaseView
 from store.migrations import APPLICATION_ID, LEGACY_PART, MIGRATIONS, SchemaPart
 
 MEMORY = ":memory:"
+# The page cache of a run's connection, in KiB (see `Store._configure`).
+PAGE_CACHE_KIB = 64 * 1024
 
 
 class StoreError(Exception):
@@ -340,6 +342,11 @@ class Store:
         # model), not against power loss; FULL costs ~10x per awaited write.
         await self.conn.execute("PRAGMA synchronous=NORMAL")
         await self.conn.execute("PRAGMA foreign_keys=ON")
+        # SQLite's default page cache is 2 MB; a day of `meta-day` reads a
+        # database of ~200 MB, mostly its live tables (allocations, jobs, the
+        # queue), and re-read their pages through the OS at every statement.
+        # 64 MB (allocated only as used) keeps them: 3-4% of the day's wall time.
+        await self.conn.execute(f"PRAGMA cache_size=-{PAGE_CACHE_KIB}")
 
     async def _migrate(self) -> None:
         version = await self._pragma("user_version")

@@ -27,8 +27,11 @@ store starts from the view it replaces (`fetch(..., previous=)`), so what
 did not change is not rebuilt either. A change that only undoes what the
 last snapshot changed (a bid's hold, read by the next bid, then released)
 gives back the snapshot before it, index and all (`_reverted`). A usable
-CPU machine has two states, made once. Snapshots and indices are equal to
-ones built from scratch.
+CPU machine has two states, made once. What a rebuild needs of a machine
+sits in one record (`_Host`): at MAST's scale a rebuild is bound by memory,
+not by arithmetic (a dict lookup of a host among thousands costs a cache
+miss), so one lookup replaces the five separate maps it used to read.
+Snapshots and indices are equal to ones built from scratch.
 
 Machines in transit: RAS may move a machine into this cluster while a job of
 its old cluster still holds it (that cluster's CM frees it soon). Such a host
@@ -73,6 +76,25 @@ def _state(m: Machine, gpus_free: int, cpu_free: bool, healthy: bool) -> Machine
         cpu_free=cpu_free,
         healthy=healthy,
     )
+
+
+class _Host:
+    """What a snapshot rebuild needs of one machine, in one place (module docstring).
+
+    `state` is the machine's state in the last snapshot made (None before
+    the first), `position` its index in the snapshot's machines; a usable CPU
+    machine's two states, `taken` and `free`, are made once and then shared.
+    """
+
+    __slots__ = ("free", "gpus", "machine", "position", "state", "taken")
+
+    def __init__(self, machine: Machine, position: int) -> None:
+        self.machine = machine
+        self.gpus = machine.gpus
+        self.position = position
+        self.state: MachineState | None = None
+        self.taken: MachineState | None = None
+        self.free: MachineState | None = None
 
 
 class StoreCaller(Protocol):
@@ -124,16 +146,13 @@ class ClusterLedger:
         self._snapshot: ClusterSnapshot | None = None
         # The snapshot's parts, and what changed since they were made.
         self._hosts = sorted(self.machines)
-        self._position = {host: i for i, host in enumerate(self._hosts)}
+        self._slots = {host: _Host(self.machines[host], i) for i, host in enumerate(self._hosts)}
         self._run_keys: list[tuple[str, str]] = []  # the keys of `_last.running`, in order
         self._machine_list: list[MachineState] = []  # `_last.machines`, as a list
-        self._states: dict[str, MachineState] = {}
-        # A usable CPU machine's two states, (taken, free): made once (`snapshot`).
-        self._cpu_states: dict[str, tuple[MachineState, MachineState]] = {}
         self._running: dict[tuple[str, str], RunningJob] = {}
         self._dirty_hosts: set[str] = set(self.machines)
         self._dirty_jobs: set[tuple[str, str]] = set()
-        self._last: ClusterSnapshot | None = None  # what `_states`/`_running` last made
+        self._last: ClusterSnapshot | None = None  # what the slots and `_running` last made
         # The snapshot before `_last`, with the states its hosts and jobs had where
         # `_last` changed them (`_reverted`).
         self._before: _Before | None = None
@@ -278,8 +297,9 @@ class ClusterLedger:
         self._dirty_jobs = {
             k for k in self.jobs.keys() | old.jobs.keys() if self.jobs.get(k) != old.jobs.get(k)
         }
-        self._states = dict(old._states)
-        self._cpu_states = old._cpu_states  # immutable states of unchanged machines
+        for host, slot in self._slots.items():
+            was = old._slots[host]
+            slot.state, slot.taken, slot.free = was.state, was.taken, was.free
         self._running = dict(old._running)
         self._last = old._last
         self._run_keys = list(old._run_keys)
@@ -347,16 +367,19 @@ class ClusterLedger:
         self,
         last: ClusterSnapshot,
         changed: list[MachineState],
+        at: list[int],
         gone: list[RunningJob],
         added: list[RunningJob],
     ) -> tuple[tuple[MachineState, ...], tuple[RunningJob, ...]]:
-        """`last`'s machines and running jobs with the changes applied (same order as built)."""
+        """`last`'s machines and running jobs with the changes applied (same order as built).
+
+        `at[i]` is the position of `changed[i]` among the machines.
+        """
         machines = last.machines
         if changed:
             patched = self._machine_list  # `last.machines` as a list: patched in place
-            position = self._position
-            for state in changed:
-                patched[position[state.host]] = state
+            for i, state in zip(at, changed, strict=True):
+                patched[i] = state
             machines = tuple(patched)
         jobs = last.running
         if gone or added:
@@ -379,45 +402,51 @@ class ClusterLedger:
     def snapshot(self) -> ClusterSnapshot:
         """A frozen snapshot for the policies (cached until the next change)."""
         if self._snapshot is None:
-            states = self._states
+            slots = self._slots
             changed: list[MachineState] = []
+            at: list[int] = []  # their positions among the machines
             # The same changes as the placement index takes them (`with_free`),
             # unless some machine's health or presence changed (`structural`).
             gpu_units: dict[str, dict[str, int]] = {}
             cpu_units: dict[str, int] = {}
             structural = self._last is None
-            machines, used, busy = self.machines, self.gpus_used, self.cpu_busy
+            used, busy = self.gpus_used, self.cpu_busy
             healthy, transit = self.healthy, self.transit
-            cpu_states = self._cpu_states
             replaced: dict[str, MachineState | None] = {}  # changed hosts' last states
             for host in self._dirty_hosts:
-                m = machines.get(host)
-                if m is None:  # a plan's host this cluster does not have
+                slot = slots.get(host)
+                if slot is None:  # a plan's host this cluster does not have
                     continue
                 ok = healthy[host] and host not in transit
-                old = states.get(host)
-                gpus = m.gpus
+                old = slot.state
+                gpus = slot.gpus
                 if not gpus:
                     # CPU machines are most of a cluster and of every plan: a host
                     # has two states while usable, made once and shared after.
                     cpu_free = host not in busy
+                    if ok:
+                        state = slot.free if cpu_free else slot.taken
+                        if state is None:
+                            state = _state(slot.machine, 0, cpu_free, True)
+                            flipped = msgspec.structs.replace(state, cpu_free=not cpu_free)
+                            if cpu_free:
+                                slot.free, slot.taken = state, flipped
+                            else:
+                                slot.free, slot.taken = flipped, state
+                        elif state is old:
+                            continue  # a hold and its release put a host back as it was
                     if old is None or old.healthy != ok:
                         structural = True
                     elif old.cpu_free == cpu_free:
-                        continue  # a hold and its release put a host back as it was
+                        continue
                     elif ok:
                         cpu_units[host] = int(cpu_free)
-                    pair = cpu_states.get(host) if ok else None
-                    if pair is None:
-                        state = _state(m, 0, cpu_free, ok)
-                        if ok:
-                            flipped = msgspec.structs.replace(state, cpu_free=not cpu_free)
-                            cpu_states[host] = (flipped, state) if cpu_free else (state, flipped)
-                    else:
-                        state = pair[cpu_free]
+                    if not ok:
+                        state = _state(slot.machine, 0, cpu_free, False)
                     replaced[host] = old
-                    states[host] = state
+                    slot.state = state
                     changed.append(state)
+                    at.append(slot.position)
                     continue
                 gpus_free = gpus - used.get(host, 0)
                 if gpus_free < 0:
@@ -426,14 +455,15 @@ class ClusterLedger:
                     structural = True
                 elif old.gpus_free == gpus_free:
                     continue
-                elif ok and m.gpu_type is not None:
-                    units = gpu_units.get(m.gpu_type)
+                elif ok and slot.machine.gpu_type is not None:
+                    units = gpu_units.get(slot.machine.gpu_type)
                     if units is None:
-                        units = gpu_units[m.gpu_type] = {}
+                        units = gpu_units[slot.machine.gpu_type] = {}
                     units[host] = gpus_free
                 replaced[host] = old
-                states[host] = state = _state(m, gpus_free, False, ok)
+                slot.state = state = _state(slot.machine, gpus_free, False, ok)
                 changed.append(state)
+                at.append(slot.position)
             self._dirty_hosts.clear()
             running = self._running
             gone: list[RunningJob] = []
@@ -472,14 +502,14 @@ class ClusterLedger:
                 self._snapshot = self._last = before[0]
                 return before[0]
             if last is None:
-                self._machine_list = list(map(states.__getitem__, self._hosts))
+                self._machine_list = [slots[host].state for host in self._hosts]  # type: ignore[misc]
                 machines = tuple(self._machine_list)
                 self._run_keys = sorted(running)
                 jobs = tuple(map(running.__getitem__, self._run_keys))
             else:
                 # Patch the last snapshot's tuples in place of rebuilding them: a
                 # cluster has thousands of machines, a change touches a few.
-                machines, jobs = self._patched(last, changed, gone, added)
+                machines, jobs = self._patched(last, changed, at, gone, added)
             snapshot = ClusterSnapshot(cluster_id=self.cluster, machines=machines, running=jobs)
             if last is not None and has_index(last):
                 index = (
@@ -506,22 +536,26 @@ class ClusterLedger:
         index and all, and rebuilding it would cost as much as the hold did.
         """
         snapshot, hosts, jobs = before
-        states, running = self._states, self._running
-        # `states`/`running` hold the new state: the changes since the last
+        slots, running = self._slots, self._running
+        # The slots and `running` hold the new state: the changes since the last
         # snapshot must be exactly the ones it made, undone.
         if hosts.keys() != replaced.keys() or jobs.keys() != jobs_replaced.keys():
             return False
-        if any(states.get(h) != state for h, state in hosts.items()):
+        if any(slots[h].state != state for h, state in hosts.items()):
             return False
         if any(running.get(k) != job for k, job in jobs.items()):
             return False
-        listed, position = self._machine_list, self._position
         for host, state in hosts.items():
             assert state is not None
-            states[host] = listed[position[host]] = state
+            self._restore(host, state)
         for key, job in jobs.items():
             assert job is not None or key not in running
             if job is not None:
                 running[key] = job
         self._run_keys = [job.key for job in snapshot.running]
         return True
+
+    def _restore(self, host: str, state: MachineState) -> None:
+        """Put `host` back at `state`, as the snapshot before the last had it."""
+        slot = self._slots[host]
+        slot.state = self._machine_list[slot.position] = state

@@ -165,7 +165,7 @@ def _reverted_on_keys_alone(self, before, replaced, jobs_replaced) -> bool:  # t
     if hosts.keys() != replaced.keys() or jobs.keys() != jobs_replaced.keys():
         return False
     for host, state in hosts.items():
-        self._states[host] = self._machine_list[self._position[host]] = state
+        self._restore(host, state)
     for key, job in jobs.items():
         if job is not None:
             self._running[key] = job

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from store import NestedTransactionError, Store, StoreError
+from store.db import PAGE_CACHE_KIB
 from store.mast.schema import MAST_SCHEMA
 from store.migrations import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 
@@ -42,6 +43,8 @@ async def test_pragmas_wal_normal_foreign_keys(store: Store) -> None:
     assert await pragma(store, "journal_mode") == "wal"
     assert await pragma(store, "synchronous") == 1  # NORMAL
     assert await pragma(store, "foreign_keys") == 1
+    # A page cache sized for a day of meta-day's live tables (negative: KiB).
+    assert await pragma(store, "cache_size") == -PAGE_CACHE_KIB
     assert store.conn.isolation_level is None
 
 
