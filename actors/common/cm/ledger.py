@@ -86,11 +86,12 @@ class _Host:
     machine's two states, `taken` and `free`, are made once and then shared.
     """
 
-    __slots__ = ("free", "gpus", "machine", "position", "state", "taken")
+    __slots__ = ("free", "gpus", "machine", "position", "rack", "state", "taken")
 
     def __init__(self, machine: Machine, position: int) -> None:
         self.machine = machine
         self.gpus = machine.gpus
+        self.rack = machine.rack
         self.position = position
         self.state: MachineState | None = None
         self.taken: MachineState | None = None
@@ -409,6 +410,7 @@ class ClusterLedger:
             # unless some machine's health or presence changed (`structural`).
             gpu_units: dict[str, dict[str, int]] = {}
             cpu_units: dict[str, int] = {}
+            racks: dict[str, str] = {}  # the racks of the hosts in those (`with_free`)
             structural = self._last is None
             used, busy = self.gpus_used, self.cpu_busy
             healthy, transit = self.healthy, self.transit
@@ -441,6 +443,7 @@ class ClusterLedger:
                         continue
                     elif ok:
                         cpu_units[host] = int(cpu_free)
+                        racks[host] = slot.rack
                     if not ok:
                         state = _state(slot.machine, 0, cpu_free, False)
                     replaced[host] = old
@@ -460,6 +463,7 @@ class ClusterLedger:
                     if units is None:
                         units = gpu_units[slot.machine.gpu_type] = {}
                     units[host] = gpus_free
+                    racks[host] = slot.rack
                 replaced[host] = old
                 slot.state = state = _state(slot.machine, gpus_free, False, ok)
                 changed.append(state)
@@ -515,7 +519,7 @@ class ClusterLedger:
                 index = (
                     index_of(last).updated(changed, gone, added)
                     if structural
-                    else index_of(last).with_free(gpu_units, cpu_units, gone, added)
+                    else index_of(last).with_free(gpu_units, cpu_units, gone, added, racks)
                 )
                 if index is not None:
                     attach_index(snapshot, index)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from actors.policies.mast.placement.overlay import HostSet
 from actors.policies.mast.placement.racks import EMPTY_POOL, RackPool, Slot
@@ -300,6 +300,7 @@ class ClusterIndex:
         cpu_units: dict[str, int],
         gone: Sequence[RunningJob],
         added: Iterable[RunningJob],
+        rack_of: Mapping[str, str] | None = None,
     ) -> ClusterIndex | None:
         """The index after healthy machines' free units and some running jobs changed.
 
@@ -307,7 +308,9 @@ class ClusterIndex:
         machine to 1 (free) or 0, for healthy machines of this index whose
         free capacity changed (and only those: the caller vouches that
         nothing else about them did, as `updated` checks). None if a job of
-        `gone` is not in the scan.
+        `gone` is not in the scan. `rack_of` may give the racks of the changed
+        machines (a caller that has them at hand spares a lookup each among
+        all of the cluster's: at MAST's scale, a cache miss each).
         """
         keys, scan = self.keys, self.scan
         if gone:
@@ -317,7 +320,7 @@ class ClusterIndex:
                 if at == len(keys) or scan[at][1] != job:
                     return None
                 del keys[at], scan[at]
-        return self._evolve(gpu_units, cpu_units, keys, scan, added)
+        return self._evolve(gpu_units, cpu_units, keys, scan, added, rack_of)
 
     def _evolve(
         self,
@@ -326,8 +329,10 @@ class ClusterIndex:
         keys: list[ScanKey],
         scan: list[Candidate],
         added: Iterable[RunningJob],
+        rack_of: Mapping[str, str] | None = None,
     ) -> ClusterIndex:
         """A copy with new free units per host and running jobs added to `keys`/`scan`."""
+        racks = self.rack_of if rack_of is None else rack_of
         ix = ClusterIndex()
         for name in ("cluster_id", "rack_of", "gpu_kind", "gpu_hw", "cpu_hosts"):
             setattr(ix, name, getattr(self, name))
@@ -338,11 +343,11 @@ class ClusterIndex:
             for gpu_type, units in gpu_units.items():
                 ix.gpu_free.update(units)
                 pool = self.pools.get(gpu_type, EMPTY_POOL)
-                ix.pools[gpu_type] = pool.with_units(units, self.rack_of)
+                ix.pools[gpu_type] = pool.with_units(units, racks)
         ix.cpu_free, ix.cpu_pool = self.cpu_free, self.cpu_pool
         if cpu_units:
             ix.cpu_free = self.cpu_free.with_changes({h: n > 0 for h, n in cpu_units.items()})
-            ix.cpu_pool = self.cpu_pool.with_units(cpu_units, self.rack_of)
+            ix.cpu_pool = self.cpu_pool.with_units(cpu_units, racks)
         ix.keys, ix.scan = keys, scan
         for job in added:
             key = _scan_key(job)
