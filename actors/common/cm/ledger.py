@@ -84,12 +84,15 @@ class _Host:
     `state` is the machine's state in the last snapshot made (None before
     the first), `position` its index in the snapshot's machines; a usable CPU
     machine's two states, `taken` and `free`, are made once and then shared.
+    `ok` is what `ClusterLedger.usable` says of it (healthy, not in transit),
+    kept by every change of either (`ClusterLedger._recheck`).
     """
 
-    __slots__ = ("free", "gpus", "machine", "position", "rack", "state", "taken")
+    __slots__ = ("free", "gpus", "machine", "ok", "position", "rack", "state", "taken")
 
-    def __init__(self, machine: Machine, position: int) -> None:
+    def __init__(self, machine: Machine, position: int, ok: bool) -> None:
         self.machine = machine
+        self.ok = ok
         self.gpus = machine.gpus
         self.rack = machine.rack
         self.position = position
@@ -147,7 +150,10 @@ class ClusterLedger:
         self._snapshot: ClusterSnapshot | None = None
         # The snapshot's parts, and what changed since they were made.
         self._hosts = sorted(self.machines)
-        self._slots = {host: _Host(self.machines[host], i) for i, host in enumerate(self._hosts)}
+        self._slots = {
+            host: _Host(self.machines[host], i, self.healthy[host])
+            for i, host in enumerate(self._hosts)
+        }
         self._run_keys: list[tuple[str, str]] = []  # the keys of `_last.running`, in order
         self._machine_list: list[MachineState] = []  # `_last.machines`, as a list
         self._running: dict[tuple[str, str], RunningJob] = {}
@@ -181,6 +187,7 @@ class ClusterLedger:
             row = rows.get(key)
             if row is None:  # a live job of this cluster holds every allocation but these
                 view.transit.update(a.host for a in allocs)
+                view._recheck(a.host for a in allocs)
                 view._foreign[key] = {a.host for a in allocs}
                 continue
             view._allocate_row(row, allocs)
@@ -279,6 +286,7 @@ class ClusterLedger:
         for host, keys in holders.items():
             if host in self.machines and (host in self.transit) != any(k not in live for k in keys):
                 self.transit.symmetric_difference_update((host,))
+                self._recheck((host,))
                 self._dirty_hosts.add(host)
                 self._snapshot = None
         self.synced = changed.seq
@@ -352,13 +360,22 @@ class ClusterLedger:
         for host in hosts:
             if host in self.healthy:
                 self.healthy[host] = healthy
+                self._recheck((host,))
                 self._dirty_hosts.add(host)
         self._snapshot = None
+
+    def _recheck(self, hosts: Iterable[str]) -> None:
+        """After their health or transit changed: the hosts' records say whether they are usable."""
+        for host in hosts:
+            slot = self._slots.get(host)
+            if slot is not None:
+                slot.ok = self.healthy[host] and host not in self.transit
 
     # ---- queries ------------------------------------------------------------------
     def usable(self, host: str) -> bool:
         """In the cluster, healthy and not in transit."""
-        return host in self.machines and self.healthy[host] and host not in self.transit
+        slot = self._slots.get(host)
+        return slot is not None and slot.ok
 
     def hosts_under(self, node: str) -> list[str]:
         prefix = node + "/"
@@ -413,13 +430,12 @@ class ClusterLedger:
             racks: dict[str, str] = {}  # the racks of the hosts in those (`with_free`)
             structural = self._last is None
             used, busy = self.gpus_used, self.cpu_busy
-            healthy, transit = self.healthy, self.transit
             replaced: dict[str, MachineState | None] = {}  # changed hosts' last states
             for host in self._dirty_hosts:
                 slot = slots.get(host)
                 if slot is None:  # a plan's host this cluster does not have
                     continue
-                ok = healthy[host] and host not in transit
+                ok = slot.ok
                 old = slot.state
                 gpus = slot.gpus
                 if not gpus:

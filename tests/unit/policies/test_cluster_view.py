@@ -116,6 +116,9 @@ def reload(view: ClusterLedger) -> ClusterLedger:
 def check(view: ClusterLedger) -> None:
     snap = view.snapshot()
     assert snap == from_scratch(view)
+    # What the ledger keeps per machine about usability agrees with its maps.
+    for host in view.machines:
+        assert view.usable(host) == (view.healthy[host] and host not in view.transit)
     if has_index(snap):  # derived from the last one: equal to a fresh build
         assert index_state(index_of(snap)) == index_state(ClusterIndex.build(snap))
     assert index_of(snap) is not None  # the next snapshot's index derives from this one
