@@ -30,7 +30,8 @@ gives back the snapshot before it, index and all (`_reverted`). A usable
 CPU machine has two states, made once. What a rebuild needs of a machine
 sits in one record (`_Host`): at MAST's scale a rebuild is bound by memory,
 not by arithmetic (a dict lookup of a host among thousands costs a cache
-miss), so one lookup replaces the five separate maps it used to read.
+miss), so one lookup replaces the maps it used to read one by one (states,
+positions, CPU state pairs, health and transit, racks).
 Snapshots and indices are equal to ones built from scratch.
 
 Machines in transit: RAS may move a machine into this cluster while a job of
@@ -82,7 +83,9 @@ class _Host:
     """What a snapshot rebuild needs of one machine, in one place (module docstring).
 
     `state` is the machine's state in the last snapshot made (None before
-    the first), `position` its index in the snapshot's machines; a usable CPU
+    the first), `position` its index in the snapshot's machines; `gpus` and
+    `rack` are the Machine's, copied here so a rebuild does not touch the
+    Machine for them (one object fewer per machine: module docstring); a usable CPU
     machine's two states, `taken` and `free`, are made once and then shared.
     `ok` is what `ClusterLedger.usable` says of it (healthy, not in transit),
     kept by every change of either (`ClusterLedger._recheck`).
@@ -456,7 +459,7 @@ class ClusterLedger:
                     if old is None or old.healthy != ok:
                         structural = True
                     elif old.cpu_free == cpu_free:
-                        continue
+                        continue  # as it was (a state equal to the shared one, not it)
                     elif ok:
                         cpu_units[host] = int(cpu_free)
                         racks[host] = slot.rack
