@@ -28,10 +28,13 @@ did not change is not rebuilt either. A change that only undoes what the
 last snapshot changed (a bid's hold, read by the next bid, then released)
 gives back the snapshot before it, index and all (`_reverted`). A usable
 CPU machine has two states, made once. What a rebuild needs of a machine
-sits in one record (`_Host`): at MAST's scale a rebuild is bound by memory,
-not by arithmetic (a dict lookup of a host among thousands costs a cache
-miss), so one lookup replaces the maps it used to read one by one (states,
-positions, CPU state pairs, health and transit, racks).
+sits in one record (`HostRecord`, `actors/common/cm/records.py`): at MAST's
+scale a rebuild is bound by memory, not by arithmetic (a dict lookup of a
+host among thousands costs a cache miss), so one lookup replaces the maps it
+used to read one by one (states, positions, CPU state pairs, health and
+transit, racks, GPUs and CPU holders counted). A change finds each of its
+machines' records once and lists the ones to remake; the rebuild walks that
+list of records, not a set of host names to look up again.
 Snapshots and indices are equal to ones built from scratch.
 
 Machines in transit: RAS may move a machine into this cluster while a job of
@@ -45,11 +48,11 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import msgspec
 
+from actors.common.cm.records import Held, HostRecord, machine_state, uncount
 from actors.policies.mast.placement.capacity import attach_index, has_index, index_of
 from actors.policies.mast.placement.snapshot import ClusterSnapshot, MachineState, RunningJob
 from store.mast import changes, fleet
@@ -67,61 +70,10 @@ _Before = tuple[
 ]
 
 
-def _state(m: Machine, gpus_free: int, cpu_free: bool, healthy: bool) -> MachineState:
-    return MachineState(
-        host=m.host,
-        rack=m.rack,
-        gpu_type=m.gpu_type,
-        gpus_total=m.gpus,
-        gpus_free=gpus_free,
-        cpu_free=cpu_free,
-        healthy=healthy,
-    )
-
-
-class _Host:
-    """What a snapshot rebuild needs of one machine, in one place (module docstring).
-
-    `state` is the machine's state in the last snapshot made (None before
-    the first), `position` its index in the snapshot's machines; `gpus` and
-    `rack` are the Machine's, copied here so a rebuild does not touch the
-    Machine for them (one object fewer per machine: module docstring); a usable CPU
-    machine's two states, `taken` and `free`, are made once and then shared.
-    `ok` is what `ClusterLedger.usable` says of it (healthy, not in transit),
-    kept by every change of either (`ClusterLedger._recheck`).
-    """
-
-    __slots__ = ("free", "gpus", "machine", "ok", "position", "rack", "state", "taken")
-
-    def __init__(self, machine: Machine, position: int, ok: bool) -> None:
-        self.machine = machine
-        self.ok = ok
-        self.gpus = machine.gpus
-        self.rack = machine.rack
-        self.position = position
-        self.state: MachineState | None = None
-        self.taken: MachineState | None = None
-        self.free: MachineState | None = None
-
-
 class StoreCaller(Protocol):
     """Whoever reads the store for a ledger: an actor, whose store calls are traced."""
 
     async def store(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T: ...
-
-
-@dataclass
-class Held:
-    """What one job holds in the cluster."""
-
-    priority: int
-    started_us: int
-    gpus: dict[str, int] = field(default_factory=dict)
-    cpu_hosts: list[str] = field(default_factory=list)
-
-    @property
-    def hosts(self) -> list[str]:
-        return sorted(set(self.gpus) | set(self.cpu_hosts))
 
 
 class ClusterLedger:
@@ -143,24 +95,23 @@ class ClusterLedger:
         # The hardware kinds present (healthy or not): GPU types, and CPU machines.
         self.gpu_types = {m.gpu_type for m in self.machines.values() if m.gpu_type}
         self.has_cpu = any(m.gpus == 0 for m in self.machines.values())
-        self.gpus_used: dict[str, int] = dict.fromkeys(self.machines, 0)
-        # CPU machine -> how many jobs hold it. An RMS's view may count two for a
-        # while: a dispatched job and its victim, until the victim's checkpoint
-        # is saved and its JobEnded arrives; the machine is free only at zero.
-        self.cpu_busy: dict[str, int] = {}
+        # What jobs hold of machines this cluster does not have (a plan's host from
+        # elsewhere): counted so a release balances, never in a snapshot.
+        self._stray_used: dict[str, int] = {}
+        self._stray_busy: dict[str, int] = {}
         self.jobs: dict[tuple[str, str], Held] = {}
         self.transit: set[str] = set()  # held by another cluster's job (module docstring)
         self._snapshot: ClusterSnapshot | None = None
         # The snapshot's parts, and what changed since they were made.
         self._hosts = sorted(self.machines)
         self._slots = {
-            host: _Host(self.machines[host], i, self.healthy[host])
+            host: HostRecord(self.machines[host], i, self.healthy[host])
             for i, host in enumerate(self._hosts)
         }
         self._run_keys: list[tuple[str, str]] = []  # the keys of `_last.running`, in order
         self._machine_list: list[MachineState] = []  # `_last.machines`, as a list
         self._running: dict[tuple[str, str], RunningJob] = {}
-        self._dirty_hosts: set[str] = set(self.machines)
+        self._dirty: list[HostRecord] = list(self._slots.values())  # records with `dirty` set
         self._dirty_jobs: set[tuple[str, str]] = set()
         self._last: ClusterSnapshot | None = None  # what the slots and `_running` last made
         # The snapshot before `_last`, with the states its hosts and jobs had where
@@ -290,7 +241,7 @@ class ClusterLedger:
             if host in self.machines and (host in self.transit) != any(k not in live for k in keys):
                 self.transit.symmetric_difference_update((host,))
                 self._recheck((host,))
-                self._dirty_hosts.add(host)
+                self._touch(self._slots[host])
                 self._snapshot = None
         self.synced = changed.seq
         return self
@@ -300,12 +251,13 @@ class ClusterLedger:
         if self.machines != old.machines:
             return
         old.snapshot()
-        dirty = {h for h, ok in self.healthy.items() if old.healthy.get(h) != ok}
-        dirty.update(self.cpu_busy.keys() ^ old.cpu_busy.keys())
-        dirty.update(self.transit ^ old.transit)
-        used, old_used = self.gpus_used, old.gpus_used
-        dirty.update(h for h in used.keys() | old_used.keys() if used.get(h) != old_used.get(h))
-        self._dirty_hosts = dirty
+        # A machine's state depends on its usability, GPUs used and CPU holders only.
+        self._dirty = []
+        for host, slot in self._slots.items():
+            was = old._slots[host]
+            slot.dirty = False
+            if slot.ok != was.ok or slot.used != was.used or (slot.busy > 0) != (was.busy > 0):
+                self._touch(slot)
         self._dirty_jobs = {
             k for k in self.jobs.keys() | old.jobs.keys() if self.jobs.get(k) != old.jobs.get(k)
         }
@@ -327,15 +279,27 @@ class ClusterLedger:
         cpu_hosts: Iterable[str],
     ) -> None:
         held = self.jobs.setdefault(key, Held(priority, started_us))
-        dirty = self._dirty_hosts
+        slots, dirty = self._slots, self._dirty
         for host, n in gpus:
             held.gpus[host] = held.gpus.get(host, 0) + n
-            self.gpus_used[host] = self.gpus_used.get(host, 0) + n
-            dirty.add(host)
+            slot = slots.get(host)
+            if slot is None:
+                self._stray_used[host] = self._stray_used.get(host, 0) + n
+                continue
+            slot.used += n
+            if not slot.dirty:
+                slot.dirty = True
+                dirty.append(slot)
         for host in cpu_hosts:
             held.cpu_hosts.append(host)
-            self.cpu_busy[host] = self.cpu_busy.get(host, 0) + 1
-            dirty.add(host)
+            slot = slots.get(host)
+            if slot is None:
+                self._stray_busy[host] = self._stray_busy.get(host, 0) + 1
+                continue
+            slot.busy += 1
+            if not slot.dirty:
+                slot.dirty = True
+                dirty.append(slot)
         self._dirty_jobs.add(key)
         self._snapshot = None
 
@@ -343,15 +307,25 @@ class ClusterLedger:
         held = self.jobs.pop(key, None)
         self._from_store.discard(key)
         if held is not None:
+            slots, dirty = self._slots, self._dirty
             for host, n in held.gpus.items():
-                self.gpus_used[host] = max(0, self.gpus_used.get(host, 0) - n)
+                slot = slots.get(host)
+                if slot is None:
+                    uncount(self._stray_used, host, n)
+                    continue
+                slot.used = max(0, slot.used - n)
+                if not slot.dirty:
+                    slot.dirty = True
+                    dirty.append(slot)
             for host in held.cpu_hosts:
-                holders = self.cpu_busy.get(host, 0) - 1
-                if holders > 0:
-                    self.cpu_busy[host] = holders
-                else:
-                    self.cpu_busy.pop(host, None)
-            self._dirty_hosts.update(held.gpus, held.cpu_hosts)
+                slot = slots.get(host)
+                if slot is None:
+                    uncount(self._stray_busy, host, 1)
+                    continue
+                slot.busy = max(0, slot.busy - 1)
+                if not slot.dirty:
+                    slot.dirty = True
+                    dirty.append(slot)
             if key in self._running:
                 self._dirty_jobs.add(key)
             else:  # never in a snapshot: nothing to undo (and the set stays bounded)
@@ -364,8 +338,14 @@ class ClusterLedger:
             if host in self.healthy:
                 self.healthy[host] = healthy
                 self._recheck((host,))
-                self._dirty_hosts.add(host)
+                self._touch(self._slots[host])
         self._snapshot = None
+
+    def _touch(self, slot: HostRecord) -> None:
+        """Remake the machine's state at the next snapshot."""
+        if not slot.dirty:
+            slot.dirty = True
+            self._dirty.append(slot)
 
     def _recheck(self, hosts: Iterable[str]) -> None:
         """After their health or transit changed: the hosts' records say whether they are usable."""
@@ -375,6 +355,27 @@ class ClusterLedger:
                 slot.ok = self.healthy[host] and host not in self.transit
 
     # ---- queries ------------------------------------------------------------------
+    def gpus_used_on(self, host: str) -> int:
+        """GPUs the ledger's jobs hold on `host`."""
+        slot = self._slots.get(host)
+        return slot.used if slot is not None else self._stray_used.get(host, 0)
+
+    def cpu_holders(self, host: str) -> int:
+        """How many of the ledger's jobs hold `host` as a CPU machine (free only at zero)."""
+        slot = self._slots.get(host)
+        return slot.busy if slot is not None else self._stray_busy.get(host, 0)
+
+    @property
+    def gpus_used(self) -> dict[str, int]:
+        """Host -> GPUs held, every machine of the cluster included (a copy: for checks)."""
+        return {host: slot.used for host, slot in self._slots.items()} | self._stray_used
+
+    @property
+    def cpu_busy(self) -> dict[str, int]:
+        """CPU machine -> how many jobs hold it, busy ones only (a copy: for checks)."""
+        busy = {host: slot.busy for host, slot in self._slots.items() if slot.busy}
+        return busy | {host: n for host, n in self._stray_busy.items() if n}
+
     def usable(self, host: str) -> bool:
         """In the cluster, healthy and not in transit."""
         slot = self._slots.get(host)
@@ -432,23 +433,22 @@ class ClusterLedger:
             cpu_units: dict[str, int] = {}
             racks: dict[str, str] = {}  # the racks of the hosts in those (`with_free`)
             structural = self._last is None
-            used, busy = self.gpus_used, self.cpu_busy
             replaced: dict[str, MachineState | None] = {}  # changed hosts' last states
-            for host in self._dirty_hosts:
-                slot = slots.get(host)
-                if slot is None:  # a plan's host this cluster does not have
-                    continue
+            dirty, self._dirty = self._dirty, []
+            for slot in dirty:
+                slot.dirty = False
+                host = slot.host
                 ok = slot.ok
                 old = slot.state
                 gpus = slot.gpus
                 if not gpus:
                     # CPU machines are most of a cluster and of every plan: a host
                     # has two states while usable, made once and shared after.
-                    cpu_free = host not in busy
+                    cpu_free = not slot.busy
                     if ok:
                         state = slot.free if cpu_free else slot.taken
                         if state is None:
-                            state = _state(slot.machine, 0, cpu_free, True)
+                            state = machine_state(slot.machine, 0, cpu_free, True)
                             flipped = msgspec.structs.replace(state, cpu_free=not cpu_free)
                             if cpu_free:
                                 slot.free, slot.taken = state, flipped
@@ -464,13 +464,13 @@ class ClusterLedger:
                         cpu_units[host] = int(cpu_free)
                         racks[host] = slot.rack
                     if not ok:
-                        state = _state(slot.machine, 0, cpu_free, False)
+                        state = machine_state(slot.machine, 0, cpu_free, False)
                     replaced[host] = old
                     slot.state = state
                     changed.append(state)
                     at.append(slot.position)
                     continue
-                gpus_free = gpus - used.get(host, 0)
+                gpus_free = gpus - slot.used
                 if gpus_free < 0:
                     gpus_free = 0
                 if old is None or old.healthy != ok:
@@ -484,10 +484,9 @@ class ClusterLedger:
                     units[host] = gpus_free
                     racks[host] = slot.rack
                 replaced[host] = old
-                slot.state = state = _state(slot.machine, gpus_free, False, ok)
+                slot.state = state = machine_state(slot.machine, gpus_free, False, ok)
                 changed.append(state)
                 at.append(slot.position)
-            self._dirty_hosts.clear()
             running = self._running
             gone: list[RunningJob] = []
             added: list[RunningJob] = []

@@ -234,7 +234,7 @@ class Plans:
                 return f"machine {host} unknown or unhealthy"
             if host in ledger.transit:
                 return f"machine {host} still held by another cluster's job"
-            free = machine.gpus - ledger.gpus_used.get(host, 0) + freed.get(host, 0)
+            free = machine.gpus - ledger.gpus_used_on(host) + freed.get(host, 0)
             if n > free:
                 return f"machine {host} has {free} GPUs free, plan needs {n}"
         for host in msg.cpu_hosts:
@@ -242,7 +242,7 @@ class Plans:
                 return f"machine {host} unknown or unhealthy"
             if host in ledger.transit:
                 return f"machine {host} still held by another cluster's job"
-            if ledger.cpu_busy.get(host, 0) > freed_cpu.get(host, 0):
+            if ledger.cpu_holders(host) > freed_cpu.get(host, 0):
                 return f"CPU machine {host} is busy"
         return ""
 

@@ -13,6 +13,7 @@ from store.mast.records import GPUS_PER_MACHINE, Machine
 from tests.support.placement_index import index_state
 
 HOSTS = [f"r{i % 3}/m{i}" for i in range(10)]
+STRAY = "elsewhere/m99"  # a plan's host this cluster does not have
 
 
 def machines() -> list[tuple[Machine, bool]]:
@@ -33,8 +34,25 @@ def machines() -> list[tuple[Machine, bool]]:
     ]
 
 
+def held_counts(view: ClusterLedger) -> tuple[dict[str, int], dict[str, int]]:
+    """GPUs used and CPU holders per host, counted from the jobs' own records."""
+    gpus: dict[str, int] = {}
+    cpus: dict[str, int] = {}
+    for held in view.jobs.values():
+        for host, n in held.gpus.items():
+            gpus[host] = gpus.get(host, 0) + n
+        for host in held.cpu_hosts:
+            cpus[host] = cpus.get(host, 0) + 1
+    return gpus, cpus
+
+
 def from_scratch(view: ClusterLedger) -> ClusterSnapshot:
-    """The snapshot as the first version of `ClusterLedger.snapshot` built it, every time."""
+    """The snapshot as the first version of `ClusterLedger.snapshot` built it, every time.
+
+    What the jobs hold is counted afresh from their records, not read from
+    the ledger's own counters (which the rebuild reads).
+    """
+    used, busy = held_counts(view)
     return ClusterSnapshot(
         cluster_id=view.cluster,
         machines=tuple(
@@ -43,8 +61,8 @@ def from_scratch(view: ClusterLedger) -> ClusterSnapshot:
                 rack=m.rack,
                 gpu_type=m.gpu_type,
                 gpus_total=m.gpus,
-                gpus_free=max(0, m.gpus - view.gpus_used.get(host, 0)),
-                cpu_free=m.gpus == 0 and host not in view.cpu_busy,
+                gpus_free=max(0, m.gpus - used.get(host, 0)),
+                cpu_free=m.gpus == 0 and host not in busy,
                 healthy=view.healthy[host],
             )
             for host, m in sorted(view.machines.items())
@@ -69,8 +87,8 @@ ops = st.one_of(
         st.just("allocate"),
         keys,
         st.integers(0, 7),
-        st.lists(st.tuples(st.sampled_from(HOSTS), st.integers(1, 4)), max_size=3),
-        st.lists(st.sampled_from(HOSTS), max_size=3),
+        st.lists(st.tuples(st.sampled_from([*HOSTS, STRAY]), st.integers(1, 4)), max_size=3),
+        st.lists(st.sampled_from([*HOSTS, STRAY]), max_size=3),
     ),
     st.tuples(st.just("release"), keys),
     st.tuples(st.just("health"), st.lists(st.sampled_from(HOSTS), max_size=3), st.booleans()),
@@ -119,6 +137,12 @@ def check(view: ClusterLedger) -> None:
     # What the ledger keeps per machine about usability agrees with its maps.
     for host in view.machines:
         assert view.usable(host) == (view.healthy[host] and host not in view.transit)
+    used, busy = held_counts(view)
+    for host in [*HOSTS, STRAY]:
+        assert view.gpus_used_on(host) == used.get(host, 0)
+        assert view.cpu_holders(host) == busy.get(host, 0)
+    assert {h: n for h, n in view.gpus_used.items() if n} == {h: n for h, n in used.items() if n}
+    assert view.cpu_busy == busy
     if has_index(snap):  # derived from the last one: equal to a fresh build
         assert index_state(index_of(snap)) == index_state(ClusterIndex.build(snap))
     assert index_of(snap) is not None  # the next snapshot's index derives from this one
@@ -201,3 +225,41 @@ def test_a_return_judged_on_which_machines_changed_alone_is_caught(monkeypatch) 
     except AssertionError:
         return
     raise AssertionError("a snapshot that does not match the ledger went unnoticed")
+
+
+def test_a_change_that_forgets_to_list_its_machine_for_the_rebuild_is_caught(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # A health change whose machine is never remade: the snapshot keeps it usable.
+    monkeypatch.setattr(ClusterLedger, "_touch", lambda self, slot: None)
+    view = ClusterLedger("c", machines())
+    view.snapshot()
+    view.set_health(["r0/m0"], False)
+    try:
+        check(view)
+    except AssertionError:
+        return
+    raise AssertionError("a machine left out of the rebuild went unnoticed")
+
+
+def test_a_release_that_leaves_a_machine_counted_is_caught(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The counters are checked against the jobs' own records, not against themselves.
+    view = ClusterLedger("c", machines())
+    view.allocate(("w1", "a"), 3, 5, [("r0/m1", 3)], ["r0/m0"])
+    view.snapshot()
+    real = ClusterLedger.release
+
+    def keeps_counts(self: ClusterLedger, key: tuple[str, str]):  # type: ignore[no-untyped-def]
+        held = self.jobs.get(key)
+        gpus = dict(held.gpus) if held else {}
+        result = real(self, key)
+        for host, n in gpus.items():  # put the GPUs back, as a release that forgot them
+            self.allocate(("ghost", "x"), 0, 0, [(host, n)], [])
+            self.jobs.pop(("ghost", "x"))
+        return result
+
+    monkeypatch.setattr(ClusterLedger, "release", keeps_counts)
+    view.release(("w1", "a"))
+    try:
+        check(view)
+    except AssertionError:
+        return
+    raise AssertionError("GPUs counted for a released job went unnoticed")
