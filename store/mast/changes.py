@@ -120,11 +120,11 @@ async def rows_for(
             )
         )
     # The jobs found on those hosts may hold others too: all their allocations count.
-    keys = sorted(set(jobs) | {(a.workload_id, a.job) for a in allocations})
+    # Those of `jobs` are in already: every host they hold was read whole above.
+    asked = set(jobs)
+    found = sorted({(a.workload_id, a.job) for a in allocations} - asked)
     seen = {(a.host, a.workload_id, a.job) for a in allocations}
-    rows: list[JobRow] = []
-    job_cols = ", ".join(f"j.{c.strip()}" for c in JOB_COLS.split(","))
-    for part in _chunks(keys):
+    for part in _chunks(found):
         values, flat = _keys(part)
         for row in await store.fetchall(
             f"WITH k(w, j) AS (VALUES {values}) SELECT a.host, a.workload_id, a.job, a.gpus, "
@@ -133,6 +133,11 @@ async def rows_for(
         ):
             if (row[0], row[1], row[2]) not in seen:
                 allocations.append(allocation_of(row))
+    keys = sorted(asked.union(found))
+    rows: list[JobRow] = []
+    job_cols = ", ".join(f"j.{c.strip()}" for c in JOB_COLS.split(","))
+    for part in _chunks(keys):
+        values, flat = _keys(part)
         for row in await store.fetchall(
             f"WITH k(w, j) AS (VALUES {values}) SELECT {job_cols} FROM k "
             "JOIN jobs j ON j.workload_id = k.w AND j.job = k.j",

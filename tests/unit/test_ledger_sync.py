@@ -203,3 +203,19 @@ def test_a_release_is_seen_by_the_cluster_a_held_machine_moved_to() -> None:
             ]
         )
     )
+
+
+def test_a_job_sharing_a_machine_with_a_changed_one_keeps_its_other_machines() -> None:
+    # w0's job holds m0 and m1, w1's shares m0; w1's job changes: the sync reads
+    # m0 whole and finds w0's job there, whose allocation on m1 must be read too.
+    asyncio.run(
+        history(
+            [
+                ("alloc", "m0", JOBS[0], 2),
+                ("alloc", "m1", JOBS[0], 2),
+                ("alloc", "m0", JOBS[1], 2),
+                ("sync", "", "", 0),
+                ("state", "STOPPED", JOBS[1], 0),
+            ]
+        )
+    )
