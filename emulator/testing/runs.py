@@ -160,7 +160,8 @@ class Run:
             names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
             for table in tables:
                 if table in names:
-                    rows = conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
+                    rows = conn.execute(f"SELECT * FROM {table} ORDER BY {_key_of(conn, table)}")
+                    rows = rows.fetchall()
                     out[table] = [dict(r) for r in rows]
         return out
 
@@ -258,3 +259,15 @@ def _until(until: int | str | None) -> int | None:
     if until is None or isinstance(until, int):
         return until
     return parse_duration_us(until)
+
+
+def _key_of(conn: sqlite3.Connection, table: str) -> str:
+    """How `state_at` orders a table's rows: by rowid (insertion), or by the primary
+    key where the table has no rowid (MAST's machines and allocations)."""
+    info = conn.execute(f"PRAGMA table_info({table})").fetchall()
+    keyed = conn.execute(
+        "SELECT sql LIKE '%WITHOUT ROWID%' FROM sqlite_master WHERE name = ?", (table,)
+    ).fetchone()
+    if not keyed or not keyed[0]:
+        return "rowid"
+    return ", ".join(row[1] for row in sorted(info, key=lambda r: r[5]) if row[5]) or "1"

@@ -203,3 +203,33 @@ async def test_a_database_from_before_schema_parts_keeps_its_mast_tables(db_path
             ("mast", len(MAST_SCHEMA.migrations))
         ]
         assert await s.fetchall("SELECT name FROM tenants") == [("t",)]
+
+
+async def test_machines_and_allocations_move_to_keyed_tables_with_their_rows_and_triggers(
+    db_path: Path,
+) -> None:
+    # A database at MAST version 5: rowid tables, one machine, one allocation.
+    db_path.parent.mkdir(parents=True)
+    c = sqlite3.connect(db_path)
+    c.executescript(
+        f"{MIGRATIONS[0]}\n{chr(10).join(MAST_SCHEMA.migrations[:5])}\n"
+        f"PRAGMA user_version = {SCHEMA_VERSION};\n"
+        "CREATE TABLE schema_parts (name TEXT PRIMARY KEY, version INTEGER NOT NULL);\n"
+        "INSERT INTO schema_parts VALUES ('mast', 5);"
+    )
+    c.execute("INSERT INTO machines VALUES ('h1', 'r', 'k', 'fd', 'A100', 8, 64, 512, 'c0', 1)")
+    c.execute("INSERT INTO allocations VALUES ('h1', 'w', 'j', 4, 0, 7)")
+    c.commit()
+    c.close()
+    async with Store.open_ctx(db_path, (MAST_SCHEMA,)) as s:
+        assert await s.fetchall("SELECT version FROM schema_parts") == [(6,)]
+        for table in ("machines", "allocations"):
+            sql = await s.fetchone("SELECT sql FROM sqlite_master WHERE name = ?", (table,))
+            assert sql is not None and "WITHOUT ROWID" in sql[0]
+        assert await s.fetchall("SELECT host, gpus, cluster FROM machines") == [("h1", 8, "c0")]
+        assert await s.fetchall("SELECT * FROM allocations") == [("h1", "w", "j", 4, 0, 7)]
+        # The change log's triggers came back: a health change and a freed machine are logged.
+        await s.write("UPDATE machines SET healthy = 0 WHERE host = 'h1'")
+        await s.write("DELETE FROM allocations WHERE host = 'h1'")
+        logged = await s.fetchall("SELECT host, workload_id FROM fleet_changes ORDER BY seq")
+        assert logged == [("h1", ""), ("", "w")]
