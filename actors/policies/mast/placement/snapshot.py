@@ -15,6 +15,8 @@ out whole.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
 from actors.policies.mast.placement.pscore import PScore
@@ -107,7 +109,9 @@ class ClusterSnapshot(_Snap, kw_only=True, dict=True):
     """
 
     cluster_id: str
-    machines: tuple[MachineState, ...]
+    # A tuple, or the structure-sharing `MachineRow` a ledger keeps (equal to the
+    # tuple of its states): read it as a sequence.
+    machines: Sequence[MachineState]
     running: tuple[RunningJob, ...] = ()
 
 
