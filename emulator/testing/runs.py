@@ -264,10 +264,10 @@ def _until(until: int | str | None) -> int | None:
 def _key_of(conn: sqlite3.Connection, table: str) -> str:
     """How `state_at` orders a table's rows: by rowid (insertion), or by the primary
     key where the table has no rowid (MAST's machines and allocations)."""
-    info = conn.execute(f"PRAGMA table_info({table})").fetchall()
     keyed = conn.execute(
         "SELECT sql LIKE '%WITHOUT ROWID%' FROM sqlite_master WHERE name = ?", (table,)
     ).fetchone()
     if not keyed or not keyed[0]:
         return "rowid"
+    info = conn.execute(f"PRAGMA table_info({table})").fetchall()
     return ", ".join(row[1] for row in sorted(info, key=lambda r: r[5]) if row[5]) or "1"

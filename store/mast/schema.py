@@ -176,6 +176,41 @@ CREATE TABLE tetris_passes (
 """
 
 
+# The change log's triggers that read `machines` or `allocations`: written once,
+# used where they are made (`_M4`, `_M5`) and made again (`_M6`).
+_ALLOC_UPDATE_TRIGGER = """\
+CREATE TRIGGER fleet_alloc_update AFTER UPDATE ON allocations BEGIN
+    UPDATE fleet_seq SET n = n + 1;
+    INSERT INTO fleet_changes (cluster, host, workload_id, job, seq)
+        SELECT m.cluster, '', a.workload_id, a.job, (SELECT n FROM fleet_seq)
+        FROM (SELECT OLD.host AS host, OLD.workload_id AS workload_id, OLD.job AS job
+              UNION SELECT NEW.host, NEW.workload_id, NEW.job) AS a
+        JOIN machines m ON m.host = a.host WHERE m.cluster IS NOT NULL
+        ON CONFLICT DO UPDATE SET seq = excluded.seq;
+END;
+"""
+_MACHINE_UPDATE_TRIGGER = """\
+CREATE TRIGGER fleet_machine_update AFTER UPDATE OF cluster, healthy ON machines BEGIN
+    UPDATE fleet_seq SET n = n + 1;
+    INSERT INTO fleet_changes (cluster, host, workload_id, job, seq)
+        SELECT c, NEW.host, '', '', (SELECT n FROM fleet_seq)
+        FROM (SELECT OLD.cluster AS c UNION SELECT NEW.cluster) WHERE c IS NOT NULL
+        ON CONFLICT DO UPDATE SET seq = excluded.seq;
+END;
+"""
+# As `_M5` made it: quiet while a release logs its own changes (`fleet.release_job`).
+_ALLOC_DELETE_TRIGGER = """\
+CREATE TRIGGER fleet_alloc_delete AFTER DELETE ON allocations
+WHEN (SELECT quiet FROM fleet_seq) = 0 BEGIN
+    UPDATE fleet_seq SET n = n + 1;
+    INSERT INTO fleet_changes (cluster, host, workload_id, job, seq)
+        SELECT cluster, '', OLD.workload_id, OLD.job, (SELECT n FROM fleet_seq)
+        FROM machines WHERE host = OLD.host AND cluster IS NOT NULL
+        ON CONFLICT DO UPDATE SET seq = excluded.seq;
+END;
+"""
+
+
 # Each cluster's changes in order, for schedulers that keep a working copy of
 # it (`ClusterLedger.sync`): a job whose row or allocations changed (`host`
 # empty), or a machine whose row changed (`workload_id` and `job` empty). One
@@ -187,7 +222,8 @@ CREATE TABLE tetris_passes (
 # are inserted only with their job's row (`fleet.start_job`, one transaction),
 # whose trigger logs the change: a trigger per inserted row cost a day of
 # meta-day half a minute. Deletes and updates of allocations log their own.
-_M4 = """
+_M4 = (
+    """
 CREATE TABLE fleet_seq (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
 INSERT INTO fleet_seq VALUES (1, 0);
 
@@ -208,23 +244,11 @@ CREATE TRIGGER fleet_alloc_delete AFTER DELETE ON allocations BEGIN
         FROM machines WHERE host = OLD.host AND cluster IS NOT NULL
         ON CONFLICT DO UPDATE SET seq = excluded.seq;
 END;
-CREATE TRIGGER fleet_alloc_update AFTER UPDATE ON allocations BEGIN
-    UPDATE fleet_seq SET n = n + 1;
-    INSERT INTO fleet_changes (cluster, host, workload_id, job, seq)
-        SELECT m.cluster, '', a.workload_id, a.job, (SELECT n FROM fleet_seq)
-        FROM (SELECT OLD.host AS host, OLD.workload_id AS workload_id, OLD.job AS job
-              UNION SELECT NEW.host, NEW.workload_id, NEW.job) AS a
-        JOIN machines m ON m.host = a.host WHERE m.cluster IS NOT NULL
-        ON CONFLICT DO UPDATE SET seq = excluded.seq;
-END;
-CREATE TRIGGER fleet_machine_update AFTER UPDATE OF cluster, healthy ON machines BEGIN
-    UPDATE fleet_seq SET n = n + 1;
-    INSERT INTO fleet_changes (cluster, host, workload_id, job, seq)
-        SELECT c, NEW.host, '', '', (SELECT n FROM fleet_seq)
-        FROM (SELECT OLD.cluster AS c UNION SELECT NEW.cluster) WHERE c IS NOT NULL
-        ON CONFLICT DO UPDATE SET seq = excluded.seq;
-END;
-CREATE TRIGGER fleet_job_insert AFTER INSERT ON jobs WHEN NEW.cluster IS NOT NULL BEGIN
+"""
+    + _ALLOC_UPDATE_TRIGGER
+    + """"""
+    + _MACHINE_UPDATE_TRIGGER
+    + """CREATE TRIGGER fleet_job_insert AFTER INSERT ON jobs WHEN NEW.cluster IS NOT NULL BEGIN
     UPDATE fleet_seq SET n = n + 1;
     INSERT INTO fleet_changes (cluster, host, workload_id, job, seq)
         VALUES (NEW.cluster, '', NEW.workload_id, NEW.job, (SELECT n FROM fleet_seq))
@@ -239,6 +263,7 @@ BEGIN
         ON CONFLICT DO UPDATE SET seq = excluded.seq;
 END;
 """
+)
 
 # Every RMS reads its region's ready replicas at every scan pass (2,300 rows
 # of 24k in meta-day: ~5% of its day) though they change a few hundred times
@@ -249,7 +274,8 @@ END;
 # for a job with preprocessing) though its job row's own change is logged in
 # its cluster already: `fleet.release_job` sets `quiet` for that delete and
 # logs the machines' other clusters (machines in transit) itself.
-_M5 = """
+_M5 = (
+    """
 CREATE TABLE catalog_seq (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
 INSERT INTO catalog_seq VALUES (1, 0);
 CREATE TRIGGER catalog_replica_insert AFTER INSERT ON replicas BEGIN
@@ -264,15 +290,10 @@ END;
 
 ALTER TABLE fleet_seq ADD COLUMN quiet INTEGER NOT NULL DEFAULT 0;
 DROP TRIGGER fleet_alloc_delete;
-CREATE TRIGGER fleet_alloc_delete AFTER DELETE ON allocations
-WHEN (SELECT quiet FROM fleet_seq) = 0 BEGIN
-    UPDATE fleet_seq SET n = n + 1;
-    INSERT INTO fleet_changes (cluster, host, workload_id, job, seq)
-        SELECT cluster, '', OLD.workload_id, OLD.job, (SELECT n FROM fleet_seq)
-        FROM machines WHERE host = OLD.host AND cluster IS NOT NULL
-        ON CONFLICT DO UPDATE SET seq = excluded.seq;
-END;
 """
+    + _ALLOC_DELETE_TRIGGER
+    + """"""
+)
 
 # Machines and allocations are only ever looked up by their text keys (a job's
 # start reads every machine it takes and what each one holds; a sync reads the
@@ -282,7 +303,8 @@ END;
 # third less time on a day's database; 4-5% of a meta-day. The triggers that
 # read either table are dropped first and made again as they were (`_M4`,
 # `_M5`), so no rename meets a trigger naming a table that is gone.
-_M6 = """
+_M6 = (
+    """
 DROP TRIGGER fleet_alloc_delete;
 DROP TRIGGER fleet_alloc_update;
 DROP TRIGGER fleet_machine_update;
@@ -322,30 +344,13 @@ DROP TABLE allocations;
 ALTER TABLE allocations_keyed RENAME TO allocations;
 CREATE INDEX allocations_job ON allocations (workload_id, job);
 
-CREATE TRIGGER fleet_alloc_delete AFTER DELETE ON allocations
-WHEN (SELECT quiet FROM fleet_seq) = 0 BEGIN
-    UPDATE fleet_seq SET n = n + 1;
-    INSERT INTO fleet_changes (cluster, host, workload_id, job, seq)
-        SELECT cluster, '', OLD.workload_id, OLD.job, (SELECT n FROM fleet_seq)
-        FROM machines WHERE host = OLD.host AND cluster IS NOT NULL
-        ON CONFLICT DO UPDATE SET seq = excluded.seq;
-END;
-CREATE TRIGGER fleet_alloc_update AFTER UPDATE ON allocations BEGIN
-    UPDATE fleet_seq SET n = n + 1;
-    INSERT INTO fleet_changes (cluster, host, workload_id, job, seq)
-        SELECT m.cluster, '', a.workload_id, a.job, (SELECT n FROM fleet_seq)
-        FROM (SELECT OLD.host AS host, OLD.workload_id AS workload_id, OLD.job AS job
-              UNION SELECT NEW.host, NEW.workload_id, NEW.job) AS a
-        JOIN machines m ON m.host = a.host WHERE m.cluster IS NOT NULL
-        ON CONFLICT DO UPDATE SET seq = excluded.seq;
-END;
-CREATE TRIGGER fleet_machine_update AFTER UPDATE OF cluster, healthy ON machines BEGIN
-    UPDATE fleet_seq SET n = n + 1;
-    INSERT INTO fleet_changes (cluster, host, workload_id, job, seq)
-        SELECT c, NEW.host, '', '', (SELECT n FROM fleet_seq)
-        FROM (SELECT OLD.cluster AS c UNION SELECT NEW.cluster) WHERE c IS NOT NULL
-        ON CONFLICT DO UPDATE SET seq = excluded.seq;
-END;
 """
+    + _ALLOC_DELETE_TRIGGER
+    + """"""
+    + _ALLOC_UPDATE_TRIGGER
+    + """"""
+    + _MACHINE_UPDATE_TRIGGER
+    + """"""
+)
 
 MAST_SCHEMA = SchemaPart("mast", (_M1, _M2, _M3, _M4, _M5, _M6))

@@ -286,6 +286,7 @@ class ClusterLedger:
                 self._stray_used[host] = self._stray_used.get(host, 0) + n
                 continue
             slot.used += n
+            # `_touch`, inlined: this loop runs for every machine of every change.
             if not slot.dirty:
                 slot.dirty = True
                 dirty.append(slot)
@@ -398,8 +399,8 @@ class ClusterLedger:
         """
         machines = last.machines
         if changed:
-            row = machines if isinstance(machines, MachineRow) else MachineRow.of(machines)
-            machines = row.patched(at, changed)
+            assert isinstance(machines, MachineRow)  # every snapshot a ledger makes has one
+            machines = machines.patched(at, changed)
         jobs = last.running
         if gone or added:
             keys = self._run_keys

@@ -148,6 +148,15 @@ def check(view: ClusterLedger) -> None:
     assert index_of(snap) is not None  # the next snapshot's index derives from this one
 
 
+def caught(view: ClusterLedger, what: str) -> None:
+    """`check` must fail on `view` (a deliberately broken ledger made it)."""
+    try:
+        check(view)
+    except AssertionError:
+        return
+    raise AssertionError(f"{what} went unnoticed")
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(ops, max_size=30))
 def test_snapshot_equals_a_rebuild_after_any_changes(steps) -> None:
@@ -220,11 +229,7 @@ def test_a_return_judged_on_which_machines_changed_alone_is_caught(monkeypatch) 
     monkeypatch.setattr(ClusterLedger, "_reverted", _reverted_on_keys_alone)
     view = ClusterLedger("c", machines())
     _other_hold_on_the_same_machines(view)
-    try:
-        check(view)
-    except AssertionError:
-        return
-    raise AssertionError("a snapshot that does not match the ledger went unnoticed")
+    caught(view, "a snapshot that does not match the ledger")
 
 
 def test_a_change_that_forgets_to_list_its_machine_for_the_rebuild_is_caught(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -233,11 +238,7 @@ def test_a_change_that_forgets_to_list_its_machine_for_the_rebuild_is_caught(mon
     view = ClusterLedger("c", machines())
     view.snapshot()
     view.set_health(["r0/m0"], False)
-    try:
-        check(view)
-    except AssertionError:
-        return
-    raise AssertionError("a machine left out of the rebuild went unnoticed")
+    caught(view, "a machine left out of the rebuild")
 
 
 def test_a_release_that_leaves_a_machine_counted_is_caught(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -258,8 +259,4 @@ def test_a_release_that_leaves_a_machine_counted_is_caught(monkeypatch) -> None:
 
     monkeypatch.setattr(ClusterLedger, "release", keeps_counts)
     view.release(("w1", "a"))
-    try:
-        check(view)
-    except AssertionError:
-        return
-    raise AssertionError("GPUs counted for a released job went unnoticed")
+    caught(view, "GPUs counted for a released job")
