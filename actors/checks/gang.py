@@ -12,7 +12,7 @@ from typing import Any
 
 from actors.checks.base import StoreChecker
 from emulator.trace import TraceEvent
-from store.mast.queue import QUEUED
+from store.mast.queue import ENDED, QUEUED
 
 
 class GangChecker(StoreChecker):
@@ -79,6 +79,6 @@ class GangChecker(StoreChecker):
             missing = sorted(self.jobs.get(workload, set()) - alive)
             if missing and workload not in self.placed:
                 return [f"{workload} RUNNING but jobs {missing} hold no machines"]
-        elif to_state in (*QUEUED, "DONE", "FAILED") and alive:
+        elif to_state in (*QUEUED, *ENDED) and alive:
             return [f"{workload} went to {to_state} while jobs {sorted(alive)} still hold machines"]
         return []

@@ -35,10 +35,11 @@ from typing import Any
 from actors.mast.ras import NON_ML
 from emulator.liveness import LivenessReport, Stuck
 from emulator.trace import TraceEvent
+from store.mast.queue import ENDED
 
 # Ten minutes: two GMS scans at the default interval, plus an auction and a dispatch.
 GRACE_US = 600_000_000
-TERMINAL = ("DONE", "FAILED")
+TERMINAL = ENDED
 
 
 @dataclass

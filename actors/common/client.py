@@ -5,6 +5,14 @@ never lost, whatever happens to the GMS) followed by a nudge to the GMS (or,
 in a cluster-policy run, to the cluster scheduler). The
 client keeps one timer, for the next submission; after a crash it resumes
 from the first workload the queue does not hold yet.
+
+With a `patience`, the client also stands for owners who give up: a
+workload still queued at the lowest priority (opportunistic: over quota, or
+of a tenant without one) `patience` after its submission, and never started,
+is withdrawn. Without it a load above what the fleet runs grows the queue
+for as long as the run lasts; with it the queue settles where withdrawals
+match the excess. A second timer walks the deadlines in order; a restarted
+client judges at once every deadline that passed before it started.
 """
 
 from __future__ import annotations
@@ -21,10 +29,17 @@ class ClientParams(msgspec.Struct, frozen=True, kw_only=True):
     workloads: tuple[WorkloadSpec, ...]
     # Who hears of a submission: MAST's GMS, or a cluster-policy run's scheduler.
     notify: str = "gms"
+    # µs an owner waits for opportunistic work to start before withdrawing it
+    # (None: never withdrawn).
+    patience_us: int | None = None
 
 
 class _Next(msgspec.Struct, frozen=True, tag=True):
     """Self-timer: submit what is due."""
+
+
+class _GiveUp(msgspec.Struct, frozen=True, tag=True):
+    """Self-timer: withdraw what waited past its owner's patience."""
 
 
 class Client(Actor):
@@ -37,10 +52,22 @@ class Client(Actor):
         self.todo = [w for w in self.params.workloads if w.id not in known]
         self.next = 0
         self._arm()
+        patience = self.params.patience_us
+        self.deadlines = (
+            sorted((w.submit_at_us + patience, w.id) for w in self.params.workloads)
+            if patience is not None
+            else []
+        )
+        self.due = 0
+        self._arm_give_up()
 
     def _arm(self) -> None:
         if self.next < len(self.todo):
             self.set_timer(max(0, self.todo[self.next].submit_at_us - self.now_us), _Next())
+
+    def _arm_give_up(self) -> None:
+        if self.due < len(self.deadlines):
+            self.set_timer(max(0, self.deadlines[self.due][0] - self.now_us), _GiveUp())
 
     @on(_Next)
     async def submit_due(self, _: _Next) -> None:
@@ -51,3 +78,19 @@ class Client(Actor):
             if await self.store(queue.submit, spec, priority, self.now_us):
                 self.send(self.params.notify, Submitted(workload_id=spec.id))
         self._arm()
+
+    @on(_GiveUp)
+    async def give_up(self, _: _GiveUp) -> None:
+        due: list[str] = []
+        while self.due < len(self.deadlines) and self.deadlines[self.due][0] <= self.now_us:
+            due.append(self.deadlines[self.due][1])
+            self.due += 1
+        for entry in await self.store(queue.entries, due):
+            if (
+                entry.state in queue.QUEUED
+                and entry.started_us is None
+                and entry.priority == PRIORITY_LOWEST
+            ):
+                # Compare-and-set: an award since the read leaves the workload be.
+                await self.store(queue.transition, entry.id, queue.QUEUED, "WITHDRAWN", self.now_us)
+        self._arm_give_up()

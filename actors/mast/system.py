@@ -43,7 +43,7 @@ from emulator.errors import InputError, InputWarning
 from emulator.net.specs import RegionSpec
 from emulator.registry import SystemBuild, actor_entry
 from emulator.rng import RngStreams
-from emulator.units import MS, Duration, S, at_least
+from emulator.units import MIN, MS, Duration, S, at_least
 from store.mast import catalog, fleet, queue
 from store.mast.records import GPUS_PER_MACHINE, DataTable, Tenant, WorkloadSpec
 
@@ -112,6 +112,11 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     # GMS queues its running work again (`actors/mast/gms.py`).
     region_lost_after: at_least(S) = 600_000_000
     checkpoint_cost: Duration = 30_000_000
+    # Owners give up on opportunistic work: a workload still queued at the
+    # lowest priority this long after its submission, never started, is
+    # withdrawn (`actors/common/client.py`). None: never (the queue then grows
+    # without end under a load above what the fleet runs).
+    patience: at_least(MIN) | None = None
     credit: CreditParams = CreditParams()
     lease: LeaseTiming = LeaseTiming()
     replicas: Replicas = Replicas()
@@ -325,9 +330,8 @@ class MastSystem:
             )
             for i in range(n.gms)
         ]
-        actors.append(
-            actor_entry("client", f"{first}/ctl1", Client, ClientParams(workloads=tuple(workloads)))
-        )
+        client = ClientParams(workloads=tuple(workloads), patience_us=params.patience)
+        actors.append(actor_entry("client", f"{first}/ctl1", Client, client))
         for region in regions:
             mine = [c.id for c in clusters if c.region == region]
             rms_params = RMSParams(

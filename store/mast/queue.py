@@ -20,7 +20,9 @@ from store.events import store_event
 from store.mast.records import QueueEntry, Tenant, WorkloadSpec
 
 QUEUED = ("PENDING", "WAITING", "WAITING_DATA")
-STATES = (*QUEUED, "DISPATCHING", "RUNNING", "DONE", "FAILED")
+# WITHDRAWN: its owner gave up on it before it ever ran (a scenario's `patience`).
+ENDED = ("DONE", "FAILED", "WITHDRAWN")
+STATES = (*QUEUED, "DISPATCHING", "RUNNING", *ENDED)
 
 _ENC = msgspec.msgpack.Encoder(order="deterministic")
 _SPEC = msgspec.msgpack.Decoder(WorkloadSpec)
@@ -127,6 +129,18 @@ async def specs(store: Store, workload_ids: Sequence[str]) -> dict[str, Workload
     return out
 
 
+async def entries(store: Store, workload_ids: Sequence[str]) -> list[QueueEntry]:
+    """The queue rows of `workload_ids` (those the queue holds), by id."""
+    out: list[QueueEntry] = []
+    for start in range(0, len(workload_ids), 500):
+        chunk = tuple(workload_ids[start : start + 500])
+        marks = ", ".join("?" for _ in chunk)
+        sql = f"SELECT {_COLUMNS} FROM workloads WHERE id IN ({marks})"
+        rows = await store.fetchall(sql, chunk)
+        out += [_entry(r) for r in rows]
+    return sorted(out, key=lambda e: e.id)
+
+
 async def in_states(store: Store, states: Sequence[str]) -> list[QueueEntry]:
     marks = ", ".join("?" for _ in states)
     rows = await store.fetchall(
@@ -190,7 +204,8 @@ async def transition(
     With `auction_id`, only the dispatch of that auction may move it (a late
     report about an earlier dispatch changes nothing). Going back to the queue
     clears the region and restarts the queueing clock; RUNNING stamps the
-    start, DONE/FAILED the end.
+    start, DONE/FAILED/WITHDRAWN the end. Only a workload that never ran can
+    be withdrawn.
     """
     if to_state not in STATES or not set(from_states) <= set(STATES):
         raise ValueError(f"unknown state in {from_states} → {to_state}")
@@ -205,7 +220,7 @@ async def transition(
         ]
     if to_state == "RUNNING":
         sets.append("started_us = :now")
-    if to_state in ("DONE", "FAILED"):
+    if to_state in ENDED:
         sets.append("finished_us = :now")
     if preempted:
         sets.append("preemptions = preemptions + 1")
@@ -213,6 +228,8 @@ async def transition(
     where = f"id = :id AND state IN ({marks})"
     params: dict[str, Any] = {"to": to_state, "now": now_us, "id": workload_id}
     params.update({f"f{i}": s for i, s in enumerate(from_states)})
+    if to_state == "WITHDRAWN":
+        where += " AND started_us IS NULL"
     if auction_id is not None:
         where += " AND auction_id = :auction"
         params["auction"] = auction_id

@@ -353,4 +353,39 @@ CREATE INDEX allocations_job ON allocations (workload_id, job);
     + """"""
 )
 
-MAST_SCHEMA = SchemaPart("mast", (_M1, _M2, _M3, _M4, _M5, _M6))
+# A workload its owner gave up on before it ever ran is WITHDRAWN (a scenario's
+# `patience`, `actors/common/client.py`). SQLite cannot change a CHECK in place:
+# the queue is copied into a table with the new list of states.
+_M7 = """
+CREATE TABLE workloads_v7 (
+    id            TEXT PRIMARY KEY,
+    tenant        TEXT    NOT NULL,
+    spec          BLOB    NOT NULL,
+    state         TEXT    NOT NULL CHECK (state IN ('PENDING', 'WAITING', 'WAITING_DATA',
+                      'DISPATCHING', 'RUNNING', 'DONE', 'FAILED', 'WITHDRAWN')),
+    submitted_us  INTEGER NOT NULL,
+    queued_us     INTEGER NOT NULL,
+    priority      INTEGER NOT NULL,
+    credit        REAL    NOT NULL DEFAULT 0,
+    within_quota  INTEGER NOT NULL DEFAULT 0,
+    region        TEXT,
+    auction_id    INTEGER,
+    gms_epoch     INTEGER,
+    attempts      INTEGER NOT NULL DEFAULT 0,
+    preemptions   INTEGER NOT NULL DEFAULT 0,
+    started_us    INTEGER,
+    finished_us   INTEGER,
+    version       INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO workloads_v7 (id, tenant, spec, state, submitted_us, queued_us, priority, credit,
+                          within_quota, region, auction_id, gms_epoch, attempts, preemptions,
+                          started_us, finished_us, version)
+    SELECT id, tenant, spec, state, submitted_us, queued_us, priority, credit, within_quota,
+           region, auction_id, gms_epoch, attempts, preemptions, started_us, finished_us,
+           version FROM workloads;
+DROP TABLE workloads;
+ALTER TABLE workloads_v7 RENAME TO workloads;
+CREATE INDEX workloads_state ON workloads (state);
+"""
+
+MAST_SCHEMA = SchemaPart("mast", (_M1, _M2, _M3, _M4, _M5, _M6, _M7))

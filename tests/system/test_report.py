@@ -160,6 +160,7 @@ def test_one_8_gpu_job_for_an_hour_on_64_gpus_for_2_hours(one_job) -> None:
         "pending": 0,
         "waiting_data": 0,
         "failed": 0,
+        "withdrawn": 0,
         "lost": 0,
     }
     assert report["preemptions"] == 0

@@ -313,6 +313,7 @@ def _workload_counts(fold: TraceFold, entries: dict[str, queue.QueueEntry]) -> d
         "pending": by_state["PENDING"] + by_state["WAITING"],
         "waiting_data": by_state["WAITING_DATA"],
         "failed": by_state["FAILED"],
+        "withdrawn": by_state["WITHDRAWN"],
         "lost": len(ids) - known,
     }
 

@@ -19,7 +19,7 @@ import msgspec
 
 from emulator.trace import fault_key
 from store.mast.copies import DAY_US
-from store.mast.queue import QUEUED
+from store.mast.queue import ENDED, QUEUED
 from store.trace import TraceRow
 
 _JSON = msgspec.json.Encoder(order="deterministic")
@@ -142,14 +142,14 @@ class TraceFold:
                 self.executing.setdefault(wid, set()).add(region)
         elif to in QUEUED and before == "RUNNING":
             self._open(wid, t_us)  # it ran and is back: a new scheduling event
-        elif to in ("DONE", "FAILED"):
+        elif to in ENDED:
             self.open.pop(wid, None)
 
     def _set_state(self, t_us: int, wid: str, to: str) -> str | None:
         """Record a workload's new state (returns the old one), keeping Fig. 6's counts."""
         before = self.state.get(wid)
         self.state[wid] = to
-        ended = to in ("DONE", "FAILED") and before not in ("DONE", "FAILED")
+        ended = to in ENDED and before not in ENDED
         if (before == "WAITING_DATA") != (to == "WAITING_DATA") or ended or before is None:
             self.waiting_data += (to == "WAITING_DATA") - (before == "WAITING_DATA")
             self.live -= ended

@@ -47,8 +47,10 @@ class MastReporter:
         running = states.get("RUNNING", 0) + states.get("DISPATCHING", 0)
         waiting = sum(states.get(s, 0) for s in queue.QUEUED)
         failed = states.get("FAILED", 0)
+        withdrawn = states.get("WITHDRAWN", 0)
         line = f"{done:,} done, {running:,} running, {waiting:,} waiting"
         line += f", {failed:,} failed" if failed else ""
+        line += f", {withdrawn:,} withdrawn" if withdrawn else ""
         share = f" ({held / total:.1%})" if total else ""
         return [
             ("workloads", f"{line}, {lost:,} lost (of {sum(states.values()):,} submitted)"),

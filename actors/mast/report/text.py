@@ -54,6 +54,7 @@ _ROWS: list[tuple[str, str | None, str, str]] = [
             "pending",
             "waiting_data",
             "failed",
+            "withdrawn",
             "lost",
         )
     ],

@@ -34,7 +34,7 @@ import msgspec
 from actors.mast.timeline.state import AUCTIONS_KEPT, SystemState, key
 from emulator.run.events import named
 from emulator.trace import fault_key
-from store.mast.queue import QUEUED
+from store.mast.queue import ENDED, QUEUED
 from store.trace import TraceRow
 
 # Actors the player does not list: one per job attempt (hundreds), and the client.
@@ -244,7 +244,7 @@ class StateFold:
                 new["queued_us"] = now
         if to == "RUNNING":
             new["started_us"] = now
-        if to in ("DONE", "FAILED"):
+        if to in ENDED:
             new["finished_us"] = now
         if f.get("preempted"):
             new["preemptions"] = row["preemptions"] + 1

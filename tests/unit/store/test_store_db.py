@@ -222,7 +222,9 @@ async def test_machines_and_allocations_move_to_keyed_tables_with_their_rows_and
     c.commit()
     c.close()
     async with Store.open_ctx(db_path, (MAST_SCHEMA,)) as s:
-        assert await s.fetchall("SELECT version FROM schema_parts") == [(6,)]
+        assert await s.fetchall("SELECT version FROM schema_parts") == [
+            (len(MAST_SCHEMA.migrations),)
+        ]
         for table in ("machines", "allocations"):
             sql = await s.fetchone("SELECT sql FROM sqlite_master WHERE name = ?", (table,))
             assert sql is not None and "WITHOUT ROWID" in sql[0]
@@ -233,3 +235,34 @@ async def test_machines_and_allocations_move_to_keyed_tables_with_their_rows_and
         await s.write("DELETE FROM allocations WHERE host = 'h1'")
         logged = await s.fetchall("SELECT host, workload_id FROM fleet_changes ORDER BY seq")
         assert logged == [("h1", ""), ("", "w")]
+
+
+async def test_the_queue_keeps_its_rows_and_takes_withdrawn_workloads_from_version_7(
+    db_path: Path,
+) -> None:
+    db_path.parent.mkdir(parents=True)
+    c = sqlite3.connect(db_path)
+    c.executescript(
+        f"{MIGRATIONS[0]}\n{chr(10).join(MAST_SCHEMA.migrations[:6])}\n"
+        f"PRAGMA user_version = {SCHEMA_VERSION};\n"
+        "CREATE TABLE schema_parts (name TEXT PRIMARY KEY, version INTEGER NOT NULL);\n"
+        "INSERT INTO schema_parts VALUES ('mast', 6);"
+    )
+    c.execute(
+        "INSERT INTO workloads (id, tenant, spec, state, submitted_us, queued_us, priority, "
+        "attempts, started_us) VALUES ('w1', 't', x'00', 'RUNNING', 5, 6, 3, 2, 9)"
+    )
+    with pytest.raises(sqlite3.IntegrityError):  # version 6 knows no WITHDRAWN
+        c.execute("UPDATE workloads SET state = 'WITHDRAWN'")
+    c.commit()
+    c.close()
+    async with Store.open_ctx(db_path, (MAST_SCHEMA,)) as s:
+        assert await s.fetchall("SELECT version FROM schema_parts") == [(7,)]
+        row = await s.fetchone(
+            "SELECT id, state, submitted_us, queued_us, priority, attempts, started_us "
+            "FROM workloads"
+        )
+        assert row == ("w1", "RUNNING", 5, 6, 3, 2, 9)
+        await s.write("UPDATE workloads SET state = 'WITHDRAWN'")
+        indexes = await s.fetchall("SELECT name FROM sqlite_master WHERE tbl_name = 'workloads'")
+        assert ("workloads_state",) in indexes

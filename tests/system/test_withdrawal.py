@@ -1,0 +1,88 @@
+"""Owners give up on opportunistic work: a scenario's `patience`.
+
+One region of 32 GPUs, all held by L for three hours. O (a tenant at the
+lowest priority) and M (priority 5, within its quota) each want 8 of them
+from 10 min on, and neither may preempt L. With an hour's patience O is
+withdrawn at 70 min; M, within quota, waits and runs once L is done.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from actors.checks.lost_workload import LostWorkloadChecker
+from emulator.trace import TraceEvent
+from emulator.units import MIN, H
+from store.mast.queue import QUEUED
+from tests.support.dsl import crash, job, run, scenario, workload, workload_states
+from tests.support.trace import store_events
+
+
+def _story(patience: str | None, faults: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    raw = scenario(
+        [
+            workload("L", "lo", 0, job(gpus=32, work=3 * H)),
+            workload("O", "op", 10 * MIN, job(gpus=8)),
+            workload("M", "lo", 10 * MIN, job(gpus=8)),
+        ],
+        regions=("east",),
+        duration="5h",
+    )
+    raw["system"]["tenant_list"].append(
+        {"name": "op", "priority": 7, "gpu_quota": 10_000, "cpu_quota": 10_000}
+    )
+    if patience is not None:
+        raw["system"]["patience"] = patience
+    if faults:
+        raw["faults"] = faults
+    return raw
+
+
+def _withdrawals(events: list[TraceEvent]) -> list[tuple[str, int]]:
+    return [
+        (e.fields["workload_id"], e.t_us)
+        for e in store_events(events, "queue.transition")
+        if e.result and e.fields["to_state"] == "WITHDRAWN"
+    ]
+
+
+def test_an_opportunistic_workload_is_withdrawn_after_its_owners_patience(
+    tmp_path: Path,
+) -> None:
+    result, events = run(_story("1h"), tmp_path)
+    assert result.violations == []
+    assert _withdrawals(events) == [("O", 70 * MIN)]
+    assert workload_states(result) == {"L": "DONE", "O": "WITHDRAWN", "M": "DONE"}
+
+
+def test_without_patience_nothing_is_withdrawn(tmp_path: Path) -> None:
+    result, events = run(_story(None), tmp_path)
+    assert result.violations == []
+    assert _withdrawals(events) == []
+    assert workload_states(result)["O"] == "DONE"  # it ran once L was done
+
+
+def test_a_client_restarted_after_a_deadline_withdraws_at_once(tmp_path: Path) -> None:
+    # The client is down from 30 min to 2 h: O's deadline (70 min) passes meanwhile.
+    result, events = run(_story("1h", [crash("client", "30m", restart_after="90m")]), tmp_path)
+    assert result.violations == []
+    [(wid, t_us)] = _withdrawals(events)
+    assert wid == "O" and 2 * H <= t_us < 2 * H + MIN
+
+
+def _store(t_us: int, type_: str, *args: Any, result: Any = True) -> TraceEvent:
+    return TraceEvent(0, t_us, "store", "", "", type_, [list(args), result])
+
+
+def test_a_withdrawn_workload_awarded_again_is_caught() -> None:
+    # A queue that let an award take a withdrawn workload would run work its owner gave up.
+    checker = LostWorkloadChecker()
+    spec = {"id": "O", "tenant": "op", "jobs": [{"name": "trainer"}]}
+    story = [
+        _store(0, "queue.submit", spec, 7, 0),
+        _store(5, "queue.transition", "O", list(QUEUED), "WITHDRAWN", 5),
+        _store(9, "queue.award", {}, 9, "O", 3, "east"),
+    ]
+    found = [v for e in story for v in checker.observe(e)]
+    assert found == ["O awarded from state WITHDRAWN"]
