@@ -61,6 +61,15 @@ OPS = st.lists(
         st.tuples(
             st.just("alloc"), st.sampled_from(HOSTS), st.sampled_from(JOBS), st.integers(1, 8)
         ),
+        # A job taking several GPU machines with no sync in between, as a job starts:
+        # with only four GPU machines, jobs often share one, and a change to one job
+        # must leave the other's allocations elsewhere in the synced copy.
+        st.tuples(
+            st.just("gang"),
+            st.lists(st.sampled_from(HOSTS[:4]), min_size=2, max_size=3, unique=True).map(tuple),
+            st.sampled_from(JOBS),
+            st.integers(1, 4),
+        ),
         st.tuples(st.just("free"), st.sampled_from(HOSTS), st.sampled_from(JOBS), st.just(0)),
         st.tuples(st.just("free-job"), st.just(""), st.sampled_from(JOBS), st.just(0)),
         st.tuples(st.just("state"), st.sampled_from(STATES), st.sampled_from(JOBS), st.just(0)),
@@ -86,7 +95,10 @@ OPS = st.lists(
 
 async def apply(store: Store, op: tuple[Any, ...]) -> None:
     kind, a, b, n = op
-    if kind == "alloc":
+    if kind == "gang":
+        for host in a:
+            await apply(store, ("alloc", host, b, n))
+    elif kind == "alloc":
         # As `fleet.start_job` does: allocations go in with a write of the job's row,
         # which places the job in the cluster of the machines it takes.
         gpu = a < "m4"
