@@ -8,10 +8,16 @@ withdrawn at 70 min; M, within quota, waits and runs once L is done.
 
 from __future__ import annotations
 
+import asyncio
+import io
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 from actors.checks.lost_workload import LostWorkloadChecker
+from actors.mast.timeline.recording import state_at
+from emulator.run.replay import check
 from emulator.trace import TraceEvent
 from emulator.units import MIN, H
 from store.mast.queue import QUEUED
@@ -54,6 +60,19 @@ def test_an_opportunistic_workload_is_withdrawn_after_its_owners_patience(
     assert result.violations == []
     assert _withdrawals(events) == [("O", 70 * MIN)]
     assert workload_states(result) == {"L": "DONE", "O": "WITHDRAWN", "M": "DONE"}
+
+
+def test_a_withdrawal_replays_the_same_from_the_trace(tmp_path: Path) -> None:
+    # The timeline's fold of the trace and `check`'s replay of the checkers see
+    # the withdrawal as the store does (its end time included).
+    result, _ = run(_story("1h"), tmp_path)
+    folded = asyncio.run(state_at(result.out)).store_tables()["workloads"]
+    with closing(sqlite3.connect(result.out)) as conn:
+        conn.row_factory = sqlite3.Row
+        stored = [dict(r) for r in conn.execute("SELECT * FROM workloads ORDER BY id")]
+    assert folded == stored
+    assert [w["finished_us"] for w in stored if w["state"] == "WITHDRAWN"] == [70 * MIN]
+    assert asyncio.run(check(result.out, out=io.StringIO())) == 0
 
 
 def test_without_patience_nothing_is_withdrawn(tmp_path: Path) -> None:
