@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
+from pathlib import Path
 
 import pytest
 
+from actors.mast.bench.bugzoo import first_seed, paired_scenario, search_scenario
+from emulator.bugs import BUGS
+from emulator.registry import load_plugins
+from emulator.run.explore import Budget, explore
+from emulator.run.sweep import run_seed
 from tests.support.cli import run_cli
+
+load_plugins()
 
 
 def test_both_searches_find_a_shallow_bug_and_the_json_has_the_issue_keys(
@@ -29,3 +38,24 @@ def test_both_searches_find_a_shallow_bug_and_the_json_has_the_issue_keys(
 def test_an_unknown_bug_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "bench", "bugzoo", "--bugs", "no-such-bug", "--json")
     assert code == 2 and "unknown bug 'no-such-bug'" in err
+
+
+def test_explore_s_base_run_is_the_random_search_s_first_seed(tmp_path: Path) -> None:
+    # Paired draws: a shallow bug the first random seed catches is caught by
+    # explore's base run, the same run, so it costs both searches alike.
+    bug = BUGS["gms-quota-ignores-running"]
+    path = tmp_path / "zoo.json"
+    path.write_text(json.dumps(search_scenario(bug)), encoding="utf-8")
+    repetition = 2
+    random_run = run_seed(str(path), first_seed(repetition), str(tmp_path))
+    result = explore(
+        str(paired_scenario(path, repetition, tmp_path)),
+        seed=repetition,
+        budget=Budget(runs=1),
+        out_dir=tmp_path / "explore",
+        log=io.StringIO(),
+        stop_at_first=True,
+    )
+    assert random_run.failed
+    [failure] = result.failures
+    assert (failure.run, failure.seed) == (1, first_seed(repetition))  # runs count from 1

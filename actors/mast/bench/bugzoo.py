@@ -7,7 +7,10 @@ runs' own CPU time, so a slow machine does not favour either):
   - random: the scenario's nemesis under seeds `base+1, base+2, …`, one run
     after another, until a run violates an invariant (or crashes);
   - explore: `mastemu explore` on the scenario with `--seed r`, stopping at
-    its first failure.
+    its first failure. Its base run (the scenario's own seed and nemesis) is
+    the random search's first seed of the same repetition: paired draws, so a
+    bug that run catches costs both searches the same and the comparison
+    measures what the searches do after it, not the luck of one seed.
 
 Each search is repeated (`repetitions`, a different `base` or `--seed` each
 time) and the median CPU seconds to the first failure is reported; a search
@@ -59,7 +62,7 @@ def search_scenario(bug: Bug) -> dict[str, Any]:
 def random_search(path: Path, repetition: int, budget_s: float, workdir: Path) -> float | None:
     """CPU seconds until a random seed fails (None: not within the budget)."""
     spent = 0.0
-    seed = repetition * SEED_STRIDE
+    seed = first_seed(repetition) - 1
     while spent < budget_s:
         seed += 1
         cpu0 = time.process_time()
@@ -70,9 +73,23 @@ def random_search(path: Path, repetition: int, budget_s: float, workdir: Path) -
     return None
 
 
+def first_seed(repetition: int) -> int:
+    """The random search's first seed in `repetition`: also explore's base run's seed."""
+    return repetition * SEED_STRIDE + 1
+
+
+def paired_scenario(path: Path, repetition: int, workdir: Path) -> Path:
+    """The scenario at `path` with its seed set to `first_seed(repetition)`."""
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw["seed"] = first_seed(repetition)
+    paired = workdir / f"{path.stem}-seed{raw['seed']}.json"
+    paired.write_text(json.dumps(raw), encoding="utf-8")
+    return paired
+
+
 def explore_search(path: Path, repetition: int, budget_s: float, workdir: Path) -> float | None:
     result = explore(
-        str(path),
+        str(paired_scenario(path, repetition, workdir)),
         seed=repetition,
         budget=Budget(cpu_s=budget_s),
         out_dir=workdir / f"explore-{repetition}",
