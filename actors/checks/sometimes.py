@@ -30,7 +30,10 @@ MAST = {
     "that region an auction again",
     "plan-refused-machine-taken": "two plans counted on one machine; its CM refused the later",
     "late-bid": "a bid arrived after its auction was decided",
-    "award-lost-cas": "an award lost the queue's compare-and-set (its GMS no longer led)",
+    "award-lost-cas": (
+        "an award lost the queue's compare-and-set (its GMS no longer led, or the "
+        "workload was withdrawn)"
+    ),
     "dispatch-failed": "a dispatch failed and its workload went back to the queue",
     "gang-timeout": "a job's gang did not assemble in time and the attempt was given up",
     "data-fetched-on-demand": "a workload waiting for data had it copied on demand",
