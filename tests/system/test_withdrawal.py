@@ -19,10 +19,10 @@ from actors.checks.lost_workload import LostWorkloadChecker
 from actors.mast.timeline.recording import state_at
 from emulator.run.replay import check
 from emulator.trace import TraceEvent
-from emulator.units import MIN, H
+from emulator.units import MIN, H, S
 from store.mast.queue import QUEUED
 from tests.support.dsl import crash, job, run, scenario, workload, workload_states
-from tests.support.trace import store_events
+from tests.support.trace import decisions, store_events
 
 
 def _story(patience: str | None, faults: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -88,6 +88,26 @@ def test_a_client_restarted_after_a_deadline_withdraws_at_once(tmp_path: Path) -
     assert result.violations == []
     [(wid, t_us)] = _withdrawals(events)
     assert wid == "O" and 2 * H <= t_us < 2 * H + MIN
+
+
+def test_a_withdrawal_inside_an_open_auction_wins_and_the_bid_is_released(
+    tmp_path: Path,
+) -> None:
+    # Alone in east, O fits at once. Passes run at 10 s past each minute and its
+    # auction opens at 610 s; it is submitted 10 µs after the pass at 550 s (too
+    # late for it), so its deadline (a minute later) falls between that
+    # auction's opening and its award 20 µs after.
+    raw = scenario([workload("O", "op", 550 * S + 10, job(gpus=8))], regions=("east",))
+    raw["system"]["tenant_list"].append(
+        {"name": "op", "priority": 7, "gpu_quota": 10_000, "cpu_quota": 10_000}
+    )
+    raw["system"]["patience"] = "1m"
+    result, events = run(raw, tmp_path)
+    assert result.violations == []
+    assert [d["workload"] for d in decisions(events, "auction.lost-cas")] == ["O"]
+    assert _withdrawals(events) == [("O", 610 * S + 10)]
+    assert store_events(events, "fleet.start") == []  # nothing of O ever ran
+    assert workload_states(result) == {"O": "WITHDRAWN"}
 
 
 def _store(t_us: int, type_: str, *args: Any, result: Any = True) -> TraceEvent:
