@@ -15,12 +15,16 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from actors.checks.lost_workload import LostWorkloadChecker
 from actors.mast.timeline.recording import state_at
 from emulator.run.replay import check
+from emulator.testing import run_scenario
 from emulator.trace import TraceEvent
 from emulator.units import MIN, H, S
 from store.mast.queue import QUEUED
+from store.mast.records import PRIORITY_LOWEST
 from tests.support.dsl import crash, job, run, scenario, workload, workload_states
 from tests.support.trace import decisions, store_events
 
@@ -108,6 +112,30 @@ def test_a_withdrawal_inside_an_open_auction_wins_and_the_bid_is_released(
     assert _withdrawals(events) == [("O", 610 * S + 10)]
     assert store_events(events, "fleet.start") == []  # nothing of O ever ran
     assert workload_states(result) == {"O": "WITHDRAWN"}
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_under_chaos_only_opportunistic_work_that_never_ran_is_withdrawn_and_only_late(
+    seed: int, tmp_path: Path
+) -> None:
+    # The built-in chaos scenario (its nemesis crashes, pauses and cuts off actors,
+    # the client included) with a patience of 10 min: whatever was withdrawn was
+    # at the lowest priority, never ran, and had waited at least that long.
+    done = run_scenario("chaos", seed=seed, out_dir=tmp_path, overrides={"system.patience": "10m"})
+    assert done.result.status == "ok" and done.result.violations == []
+    with closing(sqlite3.connect(done.result.out)) as conn:
+        rows = conn.execute(
+            "SELECT id, priority, started_us, submitted_us, finished_us FROM workloads "
+            "WHERE state = 'WITHDRAWN'"
+        ).fetchall()
+        held = {w for (w,) in conn.execute("SELECT DISTINCT workload_id FROM jobs")}
+    assert len(rows) >= 10
+    for wid, priority, started_us, submitted_us, finished_us in rows:
+        assert priority == PRIORITY_LOWEST and started_us is None, wid
+        assert finished_us - submitted_us >= 10 * MIN, wid
+        assert wid not in held, wid  # no job of it was ever placed
+    withdrawn = {w for w, _ in _withdrawals(done.trace())}
+    assert withdrawn == {w for w, *_ in rows}
 
 
 def _store(t_us: int, type_: str, *args: Any, result: Any = True) -> TraceEvent:
