@@ -117,28 +117,30 @@ async def spec(store: Store, workload_id: str) -> WorkloadSpec | None:
     return _SPEC.decode(row[0]) if row else None
 
 
-async def specs(store: Store, workload_ids: Sequence[str]) -> dict[str, WorkloadSpec]:
-    out: dict[str, WorkloadSpec] = {}
-    for start in range(0, len(workload_ids), 500):
-        chunk = list(workload_ids[start : start + 500])
+# Ids per statement of a read by id (SQLite's default limit on variables is far above).
+_IDS_PER_READ = 500
+
+
+async def _rows_by_id(store: Store, columns: str, workload_ids: Sequence[str]) -> list[Any]:
+    """`columns` of the workloads of `workload_ids` the queue holds, in no set order."""
+    rows: list[Any] = []
+    for start in range(0, len(workload_ids), _IDS_PER_READ):
+        chunk = tuple(workload_ids[start : start + _IDS_PER_READ])
         marks = ", ".join("?" for _ in chunk)
-        for wid, blob in await store.fetchall(
-            f"SELECT id, spec FROM workloads WHERE id IN ({marks})", tuple(chunk)
-        ):
-            out[wid] = _SPEC.decode(blob)
-    return out
+        sql = f"SELECT {columns} FROM workloads WHERE id IN ({marks})"
+        rows += await store.fetchall(sql, chunk)
+    return rows
+
+
+async def specs(store: Store, workload_ids: Sequence[str]) -> dict[str, WorkloadSpec]:
+    rows = await _rows_by_id(store, "id, spec", workload_ids)
+    return {wid: _SPEC.decode(blob) for wid, blob in rows}
 
 
 async def entries(store: Store, workload_ids: Sequence[str]) -> list[QueueEntry]:
     """The queue rows of `workload_ids` (those the queue holds), by id."""
-    out: list[QueueEntry] = []
-    for start in range(0, len(workload_ids), 500):
-        chunk = tuple(workload_ids[start : start + 500])
-        marks = ", ".join("?" for _ in chunk)
-        sql = f"SELECT {_COLUMNS} FROM workloads WHERE id IN ({marks})"
-        rows = await store.fetchall(sql, chunk)
-        out += [_entry(r) for r in rows]
-    return sorted(out, key=lambda e: e.id)
+    rows = await _rows_by_id(store, _COLUMNS, workload_ids)
+    return sorted((_entry(r) for r in rows), key=lambda e: e.id)
 
 
 async def in_states(store: Store, states: Sequence[str]) -> list[QueueEntry]:

@@ -11,25 +11,17 @@ from __future__ import annotations
 
 from store.migrations import SchemaPart
 
-# MAST's shared replicated database: the global job queue, the fleet, the
-# data catalog. Specs are msgpack-encoded records (store/mast/records.py); columns
-# hold what queries filter or sort on.
-_M1 = """
-CREATE TABLE tenants (
-    name       TEXT PRIMARY KEY,
-    priority   INTEGER NOT NULL,
-    gpu_quota  INTEGER NOT NULL,
-    cpu_quota  INTEGER NOT NULL
-);
 
--- The global job queue. `state` is the workload's one state at any time
--- (invariant 8); `version` is bumped by every change, for compare-and-set.
-CREATE TABLE workloads (
+# The queue's table, by name and ended states: created by version 1, re-created
+# with one more ended state by version 7 (the rest of its columns are the same).
+def _workloads_table(name: str, ended: str) -> str:
+    return f"""\
+CREATE TABLE {name} (
     id            TEXT PRIMARY KEY,
     tenant        TEXT    NOT NULL,
     spec          BLOB    NOT NULL,
     state         TEXT    NOT NULL CHECK (state IN ('PENDING', 'WAITING', 'WAITING_DATA',
-                      'DISPATCHING', 'RUNNING', 'DONE', 'FAILED')),
+                      'DISPATCHING', 'RUNNING', {ended})),
     submitted_us  INTEGER NOT NULL,
     queued_us     INTEGER NOT NULL,
     priority      INTEGER NOT NULL,
@@ -44,7 +36,32 @@ CREATE TABLE workloads (
     finished_us   INTEGER,
     version       INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX workloads_state ON workloads (state);
+"""
+
+
+_WORKLOAD_COLUMNS = (
+    "id, tenant, spec, state, submitted_us, queued_us, priority, credit, within_quota, region, "
+    "auction_id, gms_epoch, attempts, preemptions, started_us, finished_us, version"
+)
+
+
+# MAST's shared replicated database: the global job queue, the fleet, the
+# data catalog. Specs are msgpack-encoded records (store/mast/records.py); columns
+# hold what queries filter or sort on.
+_M1 = (
+    """
+CREATE TABLE tenants (
+    name       TEXT PRIMARY KEY,
+    priority   INTEGER NOT NULL,
+    gpu_quota  INTEGER NOT NULL,
+    cpu_quota  INTEGER NOT NULL
+);
+
+-- The global job queue. `state` is the workload's one state at any time
+-- (invariant 8); `version` is bumped by every change, for compare-and-set.
+"""
+    + _workloads_table("workloads", "'DONE', 'FAILED'")
+    + """CREATE INDEX workloads_state ON workloads (state);
 
 CREATE TABLE auctions (
     id          INTEGER PRIMARY KEY,
@@ -117,6 +134,7 @@ CREATE TABLE replicas (
     PRIMARY KEY (table_name, region)
 );
 """
+)
 
 # The schedulers read a cluster's live jobs at every scan (RMS and CM views);
 # without this, each such read scans every job ever placed.
@@ -356,36 +374,15 @@ CREATE INDEX allocations_job ON allocations (workload_id, job);
 # A workload its owner gave up on before it ever ran is WITHDRAWN (a scenario's
 # `patience`, `actors/common/client.py`). SQLite cannot change a CHECK in place:
 # the queue is copied into a table with the new list of states.
-_M7 = """
-CREATE TABLE workloads_v7 (
-    id            TEXT PRIMARY KEY,
-    tenant        TEXT    NOT NULL,
-    spec          BLOB    NOT NULL,
-    state         TEXT    NOT NULL CHECK (state IN ('PENDING', 'WAITING', 'WAITING_DATA',
-                      'DISPATCHING', 'RUNNING', 'DONE', 'FAILED', 'WITHDRAWN')),
-    submitted_us  INTEGER NOT NULL,
-    queued_us     INTEGER NOT NULL,
-    priority      INTEGER NOT NULL,
-    credit        REAL    NOT NULL DEFAULT 0,
-    within_quota  INTEGER NOT NULL DEFAULT 0,
-    region        TEXT,
-    auction_id    INTEGER,
-    gms_epoch     INTEGER,
-    attempts      INTEGER NOT NULL DEFAULT 0,
-    preemptions   INTEGER NOT NULL DEFAULT 0,
-    started_us    INTEGER,
-    finished_us   INTEGER,
-    version       INTEGER NOT NULL DEFAULT 0
-);
-INSERT INTO workloads_v7 (id, tenant, spec, state, submitted_us, queued_us, priority, credit,
-                          within_quota, region, auction_id, gms_epoch, attempts, preemptions,
-                          started_us, finished_us, version)
-    SELECT id, tenant, spec, state, submitted_us, queued_us, priority, credit, within_quota,
-           region, auction_id, gms_epoch, attempts, preemptions, started_us, finished_us,
-           version FROM workloads;
+_M7 = (
+    _workloads_table("workloads_v7", "'DONE', 'FAILED', 'WITHDRAWN'")
+    + f"""
+INSERT INTO workloads_v7 ({_WORKLOAD_COLUMNS})
+    SELECT {_WORKLOAD_COLUMNS} FROM workloads;
 DROP TABLE workloads;
 ALTER TABLE workloads_v7 RENAME TO workloads;
 CREATE INDEX workloads_state ON workloads (state);
 """
+)
 
 MAST_SCHEMA = SchemaPart("mast", (_M1, _M2, _M3, _M4, _M5, _M6, _M7))

@@ -15,6 +15,12 @@ from emulator.run.events import NamedEvent, named
 from emulator.trace import TraceEvent
 
 
+def store_call(t_us: int, type_: str, *args: Any, result: Any = True) -> TraceEvent:
+    """A store event as the kernel traces one (arguments as passed, then the result),
+    for feeding a checker a history by hand."""
+    return TraceEvent(0, t_us, "store", "", "", type_, [list(args), result])
+
+
 def events_of(
     events: Iterable[TraceEvent], kind: str, type_: str | None = None
 ) -> list[NamedEvent]:

@@ -19,7 +19,7 @@ from actors.checks.lost_workload import LostWorkloadChecker
 from emulator.trace import TraceEvent
 from tests.support.dsl import run
 from tests.support.stories import preempted_gang
-from tests.support.trace import store_events
+from tests.support.trace import store_call, store_events
 
 
 def test_the_real_rms_stops_the_whole_gang_and_breaks_no_invariant(tmp_path: Path) -> None:
@@ -34,27 +34,23 @@ def test_the_real_rms_stops_the_whole_gang_and_breaks_no_invariant(tmp_path: Pat
     assert moves[:2] == ["RUNNING", "PENDING"] and "DONE" not in moves
 
 
-def _store(t_us: int, type_: str, *args: Any, result: Any = True) -> TraceEvent:
-    return TraceEvent(0, t_us, "store", "", "", type_, [list(args), result])
-
-
 def _spec(wid: str, *jobs: str) -> dict[str, Any]:
     return {"id": wid, "tenant": "t", "jobs": [{"name": j} for j in jobs]}
 
 
 FENCE: dict[str, Any] = {}
 W = ("W", "trainer", "prep")
-AWARD = _store(1, "queue.award", FENCE, 1, "W", 7, "east")
-RUNNING = _store(3, "queue.transition", "W", ["DISPATCHING"], "RUNNING", 3)
-DONE = _store(9, "queue.transition", "W", ["DISPATCHING", "RUNNING"], "DONE", 9)
+AWARD = store_call(1, "queue.award", FENCE, 1, "W", 7, "east")
+RUNNING = store_call(3, "queue.transition", "W", ["DISPATCHING"], "RUNNING", 3)
+DONE = store_call(9, "queue.transition", "W", ["DISPATCHING", "RUNNING"], "DONE", 9)
 
 
 def _start(t_us: int, name: str) -> TraceEvent:
-    return _store(t_us, "fleet.start", FENCE, t_us, "W", name, "c0", 5, [], [], result=[1, 0])
+    return store_call(t_us, "fleet.start", FENCE, t_us, "W", name, "c0", 5, [], [], result=[1, 0])
 
 
 def _release(t_us: int, name: str, state: str, *, result: bool = True) -> TraceEvent:
-    return _store(t_us, "fleet.release", FENCE, t_us, "W", name, state, None, result=result)
+    return store_call(t_us, "fleet.release", FENCE, t_us, "W", name, state, None, result=result)
 
 
 @pytest.mark.parametrize(
@@ -87,7 +83,7 @@ def test_a_done_workload_needs_every_job_released_done_since_its_award(
     before = [e for e in story if e.t_us < 1]
     after = [e for e in story if e.t_us >= 1]
     events = [
-        _store(0, "queue.submit", _spec(*W), 5, 0),
+        store_call(0, "queue.submit", _spec(*W), 5, 0),
         *before,
         AWARD,
         _start(2, "trainer"),

@@ -26,7 +26,7 @@ from emulator.units import MIN, H, S
 from store.mast.queue import QUEUED
 from store.mast.records import PRIORITY_LOWEST
 from tests.support.dsl import crash, job, run, scenario, workload, workload_states
-from tests.support.trace import decisions, store_events
+from tests.support.trace import decisions, store_call, store_events
 
 
 def _story(patience: str | None, faults: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -138,18 +138,14 @@ def test_under_chaos_only_opportunistic_work_that_never_ran_is_withdrawn_and_onl
     assert withdrawn == {w for w, *_ in rows}
 
 
-def _store(t_us: int, type_: str, *args: Any, result: Any = True) -> TraceEvent:
-    return TraceEvent(0, t_us, "store", "", "", type_, [list(args), result])
-
-
 def test_a_withdrawn_workload_awarded_again_is_caught() -> None:
     # A queue that let an award take a withdrawn workload would run work its owner gave up.
     checker = LostWorkloadChecker()
     spec = {"id": "O", "tenant": "op", "jobs": [{"name": "trainer"}]}
     story = [
-        _store(0, "queue.submit", spec, 7, 0),
-        _store(5, "queue.transition", "O", list(QUEUED), "WITHDRAWN", 5),
-        _store(9, "queue.award", {}, 9, "O", 3, "east"),
+        store_call(0, "queue.submit", spec, 7, 0),
+        store_call(5, "queue.transition", "O", list(QUEUED), "WITHDRAWN", 5),
+        store_call(9, "queue.award", {}, 9, "O", 3, "east"),
     ]
     found = [v for e in story for v in checker.observe(e)]
     assert found == ["O awarded from state WITHDRAWN"]

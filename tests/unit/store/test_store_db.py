@@ -205,18 +205,24 @@ async def test_a_database_from_before_schema_parts_keeps_its_mast_tables(db_path
         assert await s.fetchall("SELECT name FROM tenants") == [("t",)]
 
 
+def _at_mast_version(db_path: Path, version: int) -> sqlite3.Connection:
+    """A new run database with MAST's tables as schema version `version` left them."""
+    db_path.parent.mkdir(parents=True)
+    c = sqlite3.connect(db_path)
+    c.executescript(
+        f"{MIGRATIONS[0]}\n{chr(10).join(MAST_SCHEMA.migrations[:version])}\n"
+        f"PRAGMA user_version = {SCHEMA_VERSION};\n"
+        "CREATE TABLE schema_parts (name TEXT PRIMARY KEY, version INTEGER NOT NULL);\n"
+        f"INSERT INTO schema_parts VALUES ('mast', {version});"
+    )
+    return c
+
+
 async def test_machines_and_allocations_move_to_keyed_tables_with_their_rows_and_triggers(
     db_path: Path,
 ) -> None:
     # A database at MAST version 5: rowid tables, one machine, one allocation.
-    db_path.parent.mkdir(parents=True)
-    c = sqlite3.connect(db_path)
-    c.executescript(
-        f"{MIGRATIONS[0]}\n{chr(10).join(MAST_SCHEMA.migrations[:5])}\n"
-        f"PRAGMA user_version = {SCHEMA_VERSION};\n"
-        "CREATE TABLE schema_parts (name TEXT PRIMARY KEY, version INTEGER NOT NULL);\n"
-        "INSERT INTO schema_parts VALUES ('mast', 5);"
-    )
+    c = _at_mast_version(db_path, 5)
     c.execute("INSERT INTO machines VALUES ('h1', 'r', 'k', 'fd', 'A100', 8, 64, 512, 'c0', 1)")
     c.execute("INSERT INTO allocations VALUES ('h1', 'w', 'j', 4, 0, 7)")
     c.commit()
@@ -240,14 +246,7 @@ async def test_machines_and_allocations_move_to_keyed_tables_with_their_rows_and
 async def test_the_queue_keeps_its_rows_and_takes_withdrawn_workloads_from_version_7(
     db_path: Path,
 ) -> None:
-    db_path.parent.mkdir(parents=True)
-    c = sqlite3.connect(db_path)
-    c.executescript(
-        f"{MIGRATIONS[0]}\n{chr(10).join(MAST_SCHEMA.migrations[:6])}\n"
-        f"PRAGMA user_version = {SCHEMA_VERSION};\n"
-        "CREATE TABLE schema_parts (name TEXT PRIMARY KEY, version INTEGER NOT NULL);\n"
-        "INSERT INTO schema_parts VALUES ('mast', 6);"
-    )
+    c = _at_mast_version(db_path, 6)
     c.execute(
         "INSERT INTO workloads (id, tenant, spec, state, submitted_us, queued_us, priority, "
         "attempts, started_us) VALUES ('w1', 't', x'00', 'RUNNING', 5, 6, 3, 2, 9)"
