@@ -63,11 +63,13 @@ from store.mast.records import Machine
 T = TypeVar("T")
 
 
-# A snapshot, and its states of the machines and jobs the next snapshot changed.
+# A snapshot, its states of the machines and jobs the next snapshot changed, and
+# the keys of its running jobs (a revert restores them without a pass over jobs).
 _Before = tuple[
     ClusterSnapshot,
     dict[str, MachineState | None],
     dict[tuple[str, str], RunningJob | None],
+    list[tuple[str, str]],
 ]
 
 
@@ -403,7 +405,8 @@ class ClusterLedger:
             machines = machines.patched(at, changed)
         jobs = last.running
         if gone or added:
-            keys = self._run_keys
+            # A new list: the one it replaces stays with the snapshot before (`_before`).
+            keys = self._run_keys = list(self._run_keys)
             run = list(jobs)
             for job in gone:
                 at = bisect_left(keys, job.key)
@@ -517,8 +520,9 @@ class ClusterLedger:
                 self._snapshot = last
                 return last
             before = self._before
+            last_keys = self._run_keys
             if before is not None and self._reverted(before, replaced, jobs_replaced):
-                self._before = (last, replaced, jobs_replaced)
+                self._before = (last, replaced, jobs_replaced, last_keys)
                 self._snapshot = self._last = before[0]
                 return before[0]
             if last is None:
@@ -540,7 +544,7 @@ class ClusterLedger:
                 )
                 if index is not None:
                     attach_index(snapshot, index)
-            self._before = None if last is None else (last, replaced, jobs_replaced)
+            self._before = None if last is None else (last, replaced, jobs_replaced, last_keys)
             self._snapshot = self._last = snapshot
         return self._snapshot
 
@@ -556,7 +560,7 @@ class ClusterLedger:
         puts its machines back: the snapshot before is then the one wanted,
         index and all, and rebuilding it would cost as much as the hold did.
         """
-        snapshot, hosts, jobs = before
+        _, hosts, jobs, keys = before
         slots, running = self._slots, self._running
         # The slots and `running` hold the new state: the changes since the last
         # snapshot must be exactly the ones it made, undone.
@@ -573,7 +577,7 @@ class ClusterLedger:
             assert job is not None or key not in running
             if job is not None:
                 running[key] = job
-        self._run_keys = [job.key for job in snapshot.running]
+        self._run_keys = keys
         return True
 
     def _restore(self, host: str, state: MachineState) -> None:

@@ -197,7 +197,7 @@ def test_a_hold_ended_before_any_other_change_gives_back_the_snapshot_before_it(
 
 def _reverted_on_keys_alone(self, before, replaced, jobs_replaced) -> bool:  # type: ignore[no-untyped-def]
     """A broken `_reverted`: the same machines and jobs changed, whatever their states."""
-    snapshot, hosts, jobs = before
+    _, hosts, jobs, keys = before
     if hosts.keys() != replaced.keys() or jobs.keys() != jobs_replaced.keys():
         return False
     for host, state in hosts.items():
@@ -205,7 +205,7 @@ def _reverted_on_keys_alone(self, before, replaced, jobs_replaced) -> bool:  # t
     for key, job in jobs.items():
         if job is not None:
             self._running[key] = job
-    self._run_keys = [job.key for job in snapshot.running]
+    self._run_keys = keys
     return True
 
 

@@ -136,7 +136,7 @@ class ClusterIndex:
             kind = self.gpu_kind.get(host)
             if kind is not None:
                 by_type[kind[0]] = by_type.get(kind[0], 0) + n
-        cpus = sum(1 for h in job.cpu_hosts if h in self.cpu_hosts)
+        cpus = sum(map(self.cpu_hosts.__contains__, job.cpu_hosts))
         return (job.priority, job, by_type, cpus)
 
     # ---- queries -----------------------------------------------------------------
