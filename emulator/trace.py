@@ -122,7 +122,7 @@ class Tracer:
         processing cannot change the run; the kernel calls `settle` before any
         actor store call so statements never interleave with the flush.
         """
-        self.flushing = asyncio.ensure_future(self._writer.flush())
+        self.flushing = asyncio.ensure_future(self._writer.flush(durable=False))
 
     async def settle(self) -> None:
         """Wait for a background flush (re-raising its error, if any)."""
@@ -143,8 +143,8 @@ class Tracer:
     async def flush(self) -> None:
         """Everything buffered is in the database when this returns."""
         await self.settle()
-        if self._writer is not None and self._rows:
-            await self._writer.flush()
+        if self._writer is not None:
+            await self._writer.flush()  # commits chunks a background flush left uncommitted
 
     def hexdigest(self) -> str:
         return self._hash.hexdigest()

@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from store import Store
+from store import trace as store_trace
 from store.trace import (
     MetricWriter,
     TraceRow,
@@ -156,3 +157,50 @@ async def test_metric_writer_and_read(store: Store) -> None:
         (20, '{"region":"a"}', 0.5),
     ]
     assert await read_metrics(store, "missing") == []
+
+
+def committed_chunks(db_path: Path) -> int:
+    """How many chunks another process would see now (an open group's are not)."""
+    with sqlite3.connect(db_path) as conn:
+        return int(conn.execute("SELECT count(*) FROM trace_chunks").fetchone()[0])
+
+
+async def cadence(store: Store, db_path: Path, w: TraceWriter) -> list[int]:
+    """Chunks committed after each of six flushes while a run goes on, then a durable one."""
+    before = committed_chunks(db_path)
+    await store.begin_group()
+    seen = []
+    # Three chunks within a minute, one more, one a minute after the last commit,
+    # one more; then a durable flush with nothing buffered.
+    for t_s in (1, 2, 3, 4, 64, 65):
+        w.records.append(event(t_s * 1_000_000))
+        await w.flush(durable=False)
+        seen.append(committed_chunks(db_path) - before)
+    await w.flush()
+    seen.append(committed_chunks(db_path) - before)
+    await store.end_group()
+    return seen
+
+
+# Every third chunk commits, or the first a minute after the last commit; a durable
+# flush commits what is left even with nothing buffered.
+CADENCE = [0, 0, 3, 3, 5, 5, 6]
+
+
+async def test_a_running_group_commits_every_few_chunks_or_a_minute_of_them(
+    store: Store, db_path: Path
+) -> None:
+    assert await cadence(store, db_path, TraceWriter(store, batch_size=1, commit_every=3)) == (
+        CADENCE
+    )
+
+
+async def test_a_writer_committing_every_chunk_or_never_is_caught(
+    store: Store, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = TraceWriter(store, batch_size=1, commit_every=1)  # the old cost: a commit per chunk
+    assert await cadence(store, db_path, w) == [1, 2, 3, 4, 5, 6, 6]
+    lazy = TraceWriter(store, batch_size=1, commit_every=3, first_seq=7)
+    monkeypatch.setattr(lazy, "commit_every", 10**9)
+    monkeypatch.setattr(store_trace, "COMMIT_SPAN_US", 10**18)
+    assert await cadence(store, db_path, lazy) == [0, 0, 0, 0, 0, 0, 6]
