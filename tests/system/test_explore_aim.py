@@ -129,7 +129,8 @@ def test_arms_and_groups_that_pay_get_more_runs(tmp_path: Path) -> None:
     assert max(mutations, key=mutations.__getitem__) == "reseed"
     # Seeds that stop paying fall to their floor; seeds that pay take most runs.
     calm = (drawn["fresh"] + drawn["front"]) / 2000
-    assert calm == pytest.approx(GROUP_FLOOR["seeds"] / sum(GROUP_FLOOR.values()), abs=0.08)
+    # A floor is a weight before the groups' weights are normalised (they sum to 1 or more).
+    assert GROUP_FLOOR["seeds"] / 1.5 <= calm <= GROUP_FLOOR["seeds"] + 0.03
     explorer.arms["fresh"].paid = explorer.arms["front"].paid = 400.0
     drawn = shares()
     assert (drawn["fresh"] + drawn["front"]) / 2000 > 0.4

@@ -30,10 +30,16 @@ an aimed mutation can put a fault inside a phase its parent's run was in
 (or just before it: a takeover comes a lease after the crash), at the
 leader of the role that opened the phase: a CM leader crash while a
 victim checkpoints, a GMS failover while a workload is dispatching.
+A timed mutation aims in length instead: a fault lasting one of the
+system's own timeouts (every duration its parameters set: a lease, a
+deadline, the time after which a region is given up), two back to back, or
+a quarter more; a crash or pause so timed often takes a whole role down
+(a role whose actors acted), since only then does nobody take over within
+a lease and a long outage reach the timeouts above it.
 
 Where runs come from (`search.ARMS`): fresh seeds with their nemesis' draw
 (what random search runs, also front-loaded: a run stops at its first
-violation, so earlier faults are cheaper), aimed faults, and the other
+violation, so earlier faults are cheaper), faults aimed in time or length, and the other
 mutations. Runs go to groups and arms in proportion to the new features
 their runs brought (a bandit, each group with a floor), and to corpus
 members whose children paid.

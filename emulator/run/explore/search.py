@@ -38,23 +38,34 @@ from emulator.sometimes import (
 from emulator.units import MS, Duration
 
 FAULTS_MAX = 64  # a schedule longer than this is cut: more faults rarely mean more coverage
-MUTATIONS = ("add", "remove", "move", "retarget", "stretch", "splice", "reseed", "aim", "early")
+MUTATIONS = (
+    "add",
+    "remove",
+    "move",
+    "retarget",
+    "stretch",
+    "splice",
+    "reseed",
+    "aim",
+    "early",
+    "timeout",
+)
 # Where a run's schedule comes from: a fresh seed's nemesis as drawn (what random
 # seeds run), the same front-loaded, or a mutation of a corpus member.
 ARMS = ("fresh", "front", *MUTATIONS)
 # What an arm is believed worth before it has run (features per run): aimed
 # faults are the point of the search, fresh seeds its safety net.
-PRIOR = {"fresh": 2.0, "front": 2.0, "aim": 5.0, "early": 2.0}
+PRIOR = {"fresh": 2.0, "front": 2.0, "aim": 5.0, "early": 2.0, "timeout": 1.0}
 PRIOR_OTHER = 1.5
 SHARE_MIN = 0.04  # no arm starves: every one keeps a small share of the runs
 # Arms in groups, each group given runs by what it paid (at least GROUP_FLOOR of
-# them): aimed faults, where the deep bugs live and no other arm finds them but
-# by chance; fresh seeds, what random search runs (it finds the medium bugs);
-# the other mutations.
+# them): faults aimed in time (into a phase) or in length (at a timeout), where
+# the deep bugs live and no other arm finds them but by chance; fresh seeds, what
+# random search runs (it finds the medium bugs); the other mutations.
 GROUPS = {
-    "aim": ("aim",),
+    "aim": ("aim", "timeout"),
     "seeds": ("fresh", "front"),
-    "mutate": tuple(m for m in MUTATIONS if m != "aim"),
+    "mutate": tuple(m for m in MUTATIONS if m not in ("aim", "timeout")),
 }
 GROUP_PRIOR = {"aim": 5.0, "seeds": 3.0, "mutate": 1.5}
 # The least share of runs a group keeps however little it pays: aimed faults
@@ -328,6 +339,20 @@ class Explorer:
                 new = max(MS, int(old * self.rng.choice((0.25, 0.5, 0.9, 1.1, 2.0, 4.0))))
                 new = min(new, max(MS, self.space.end_us - int(faults[i].at)))
                 faults[i] = msgspec.structs.replace(faults[i], **{name: Duration(new)})
+        elif mutation == "timeout":
+            # A fault of the parent's, or a new crash or pause, lasting a timeout.
+            timed = [i for i, f in enumerate(faults) if length_field(f) is not None]
+            kinds = [a for a in ("crash", "pause") if a in self.space.actions]
+            if not timed or self.rng.random() < 0.5:
+                action = self.rng.choice(kinds) if kinds else None
+                drawn = self.space.draw(self.rng, action=action)
+                if drawn is not None and length_field(drawn) is not None:
+                    faults.append(drawn)
+                    timed = [len(faults) - 1]
+            if timed:
+                i = self.rng.choice(timed)
+                acted = {instance_role(a) for w in parent.windows for a in w.actors}
+                faults[i] = self.space.timed(faults[i], self.rng, sorted(r for r in acted if r))
         elif mutation == "splice":
             other = self.rng.choice([m for m in self.corpus if m is not parent] or [parent])
             cut = self.rng.randrange(

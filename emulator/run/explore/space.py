@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import typing
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +44,8 @@ class FaultSpace:
     # `all of ROLE` for roles with several instances: a whole role down at once
     # (a region's every RMS) is a fault no single-actor draw makes.
     groups: tuple[str, ...] = ()
+    # The system's own timeouts and periods (`system_timeouts`), for `timed`.
+    timeouts: tuple[int, ...] = ()
 
     def draw(
         self,
@@ -85,6 +89,32 @@ class FaultSpace:
             return rng.choice(self.groups)
         return rng.choice(self.targets)
 
+    def timed(self, fault: Fault, rng: random.Random, acted: Sequence[str] = ()) -> Fault:
+        """`fault` lasting one of the system's timeouts, or two of them back to back.
+
+        Exactly that long half the time (a bug at the edge: a pause as long as
+        a lease), else a quarter longer (past it: an outage that outlasts the
+        time after which a region is given up). A crash or a pause now and then
+        takes a whole role down instead: only then does no instance take over
+        within a lease, so only then does a long outage reach the timeouts above it;
+        most often a role of `acted` (roles whose actors acted in the parent's run).
+        """
+        name = length_field(fault)
+        if name is None or not self.timeouts:
+            return fault
+        length = rng.choice(self.timeouts)
+        if rng.random() < 0.5:
+            length += rng.choice(self.timeouts)
+        if rng.random() < 0.5:
+            length += length // 4
+        room = max(MS, self.end_us - int(fault.at))
+        fault = msgspec.structs.replace(fault, **{name: Duration(min(room, max(MS, length)))})
+        if isinstance(fault, CrashFault | PauseFault) and self.groups and rng.random() < 0.5:
+            near = [g for g in self.groups if g.removeprefix("all of ") in acted]
+            pool = near if near and rng.random() < 0.75 else self.groups
+            fault = msgspec.structs.replace(fault, target=rng.choice(pool))
+        return fault
+
     def retarget(self, fault: Fault, rng: random.Random) -> Fault:
         if isinstance(fault, CrashFault | PauseFault | SlowStoreFault) and self.targets:
             return msgspec.structs.replace(fault, target=self._target(rng))
@@ -95,6 +125,30 @@ class FaultSpace:
         if isinstance(fault, DownFault) and self.nodes:
             return msgspec.structs.replace(fault, node=rng.choice(self.nodes))
         return fault
+
+
+def system_timeouts(params: Any, longest_us: int) -> tuple[int, ...]:
+    """Every duration a system's parameters set, up to `longest_us`: its leases,
+    deadlines, periods and costs (fields typed `Duration`, in nested settings too)."""
+    found = {us for us in _durations(params, 0) if MS <= us <= longest_us}
+    return tuple(sorted(found))
+
+
+def _durations(obj: Any, depth: int) -> Iterator[int]:
+    if depth > 4 or not isinstance(obj, msgspec.Struct):
+        return
+    for field in msgspec.structs.fields(obj):
+        value = getattr(obj, field.name)
+        if isinstance(value, msgspec.Struct):
+            yield from _durations(value, depth + 1)
+        elif isinstance(value, int) and not isinstance(value, bool) and _is_duration(field.type):
+            yield int(value)
+
+
+def _is_duration(tp: Any) -> bool:
+    if isinstance(tp, type):
+        return issubclass(tp, Duration)
+    return any(_is_duration(arg) for arg in typing.get_args(tp))
 
 
 def length_field(fault: Fault) -> str | None:
@@ -160,4 +214,5 @@ def fault_space(plan: Any, seed: int, schedule: Schedule) -> FaultSpace:
         groups=tuple(
             f"all of {r}" for r in roles if sum(instance_role(a) == r for a in every) >= 2
         ),
+        timeouts=system_timeouts(plan.system_params, max(1, end - start)),
     )

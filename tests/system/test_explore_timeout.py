@@ -1,0 +1,119 @@
+"""explore's `timeout` arm: faults as long as the system's own timeouts.
+
+The scenario is the witness of `gms-region-lost-ignores-cms` with its fault
+removed: W runs in one region, nothing fails. The bug (the GMS gives a region
+up once its RMS role alone has been dark for `region_lost_after`, 10 min)
+needs a whole RMS role down for longer than that plus a lease and a scan: a
+length no draw of the nemesis' two-minute mean reaches but by chance.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from pathlib import Path
+
+from actors.mast.zoo import witness_path
+from emulator.registry import load_plugins
+from emulator.run.explore import Budget, explore
+from emulator.run.explore.search import GROUPS, Explorer
+from emulator.run.explore.space import system_timeouts
+from emulator.run.scenario import CrashFault, PartitionFault, PauseFault
+from emulator.units import MIN, MS, Duration, S
+
+load_plugins()
+
+BUG = "gms-region-lost-ignores-cms"
+
+
+def _calm(tmp_path: Path, bugs: list[str], **system: object) -> Path:
+    raw = json.loads(witness_path(BUG).read_text())
+    raw["faults"] = []
+    raw["bugs"] = bugs
+    raw["system"].update(system)
+    path = tmp_path / "calm.json"
+    path.write_text(json.dumps(raw))
+    return path
+
+
+def _explorer(path: Path, tmp_path: Path) -> Explorer:
+    return Explorer(
+        str(path), seed=1, budget=Budget(runs=1), out_dir=tmp_path / "ex", log=io.StringIO()
+    )
+
+
+def test_the_timeouts_are_the_systems_durations_that_fit_the_fault_span(tmp_path: Path) -> None:
+    space = _explorer(_calm(tmp_path, [], lease={"ttl": "45s", "renew_every": "15s"}), tmp_path)
+    timeouts = set(space.space.timeouts)
+    # The lease as the scenario sets it, the scan as the witness does, defaults too.
+    assert {45 * S, 15 * S, MIN, 10 * MIN} <= timeouts
+    assert 86_400 * S not in timeouts  # Tetris' day: past the span
+    assert all(MS <= t <= space.space.end_us - space.space.start_us for t in timeouts)
+    assert "timeout" in GROUPS["aim"]
+
+
+def test_system_timeouts_reads_nested_settings_and_skips_what_is_not_a_duration() -> None:
+    from actors.common.leadership import LeaseTiming
+
+    assert system_timeouts(LeaseTiming(), 10**12) == (10 * S, 30 * S)
+    assert system_timeouts(LeaseTiming(), 20 * S) == (10 * S,)
+    assert system_timeouts({"ttl": 30 * S}, 10**12) == ()  # not a settings struct
+
+
+def test_a_timed_fault_lasts_a_timeout_two_or_a_quarter_more_often_a_whole_role(
+    tmp_path: Path,
+) -> None:
+    space = _explorer(_calm(tmp_path, []), tmp_path).space
+    rng = random.Random(3)
+    ts = space.timeouts
+    allowed = {a for a in ts} | {a + b for a in ts for b in ts}
+    allowed |= {x + x // 4 for x in set(allowed)}
+    lengths, targets = [], []
+    for _ in range(400):
+        crash = CrashFault(
+            at=Duration(space.start_us), target="leader of rms/east", restart_after=Duration(S)
+        )
+        got = space.timed(crash, rng, ["rms/east"])
+        length = int(got.restart_after)
+        room = space.end_us - space.start_us
+        assert length in allowed or length == room
+        lengths.append(length)
+        targets.append(got.target)
+    assert set(ts) <= set(lengths)  # every timeout, exactly, sometimes
+    assert targets.count("all of rms/east") > 100  # the role that acted, most often
+    assert {t for t in targets if t.startswith("all of ")} - {"all of rms/east"}
+    # Faults of other kinds get their length timed, never a target.
+    cut = PartitionFault(at=Duration(MIN), regions=["east", "west"], duration=Duration(S))
+    cut = space.timed(cut, rng)
+    assert int(cut.duration) in allowed | {space.end_us - MIN}
+    pause = space.timed(PauseFault(at=Duration(MIN), target="gms/0", duration=Duration(S)), rng)
+    assert int(pause.duration) != S
+    forever = CrashFault(at=Duration(MIN), target="gms/0")  # no restart: no length to time
+    assert space.timed(forever, rng) == forever
+
+
+def test_the_timeout_arm_finds_the_region_lost_bug_that_aimed_and_random_faults_miss(
+    tmp_path: Path,
+) -> None:
+    path = _calm(tmp_path, [BUG])
+    result = explore(
+        str(path), seed=5, budget=Budget(runs=120), out_dir=tmp_path / "found",
+        log=io.StringIO(), stop_at_first=True,
+    )  # fmt: skip
+    (failure,) = result.failures
+    assert failure.signature[0] == "auction"
+    assert result.runs[-1].mutation == "timeout"
+    # What it needed, shrunk: the region's whole RMS role down for over ten minutes.
+    assert failure.minimal is not None
+    minimal = Path(failure.minimal).read_text()
+    assert "all of rms/" in minimal
+
+
+def test_without_the_bug_the_same_search_stays_clean(tmp_path: Path) -> None:
+    result = explore(
+        str(_calm(tmp_path, [])), seed=5, budget=Budget(runs=60),
+        out_dir=tmp_path / "clean", log=io.StringIO(),
+    )  # fmt: skip
+    assert result.failures == []
+    assert any(r.mutation == "timeout" for r in result.runs)
