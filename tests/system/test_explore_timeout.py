@@ -112,7 +112,7 @@ def test_the_timeout_arm_finds_the_region_lost_bug_that_aimed_and_random_faults_
 
 def test_without_the_bug_the_same_search_stays_clean(tmp_path: Path) -> None:
     result = explore(
-        str(_calm(tmp_path, [])), seed=5, budget=Budget(runs=60),
+        str(_calm(tmp_path, [])), seed=5, budget=Budget(runs=30),
         out_dir=tmp_path / "clean", log=io.StringIO(),
     )  # fmt: skip
     assert result.failures == []
