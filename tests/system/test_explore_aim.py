@@ -9,8 +9,6 @@ can be checked, and with the bug on only a fault inside that window fails.
 
 from __future__ import annotations
 
-import io
-import json
 import random
 from collections import Counter
 from pathlib import Path
@@ -26,12 +24,12 @@ from emulator.run.explore.search import (
     AIMS_PER_RUN,
     GROUP_FLOOR,
     GROUPS,
-    Explorer,
     Member,
 )
 from emulator.run.explore.space import front_load
 from emulator.run.scenario import CrashFault, PauseFault
 from emulator.units import MIN, Duration
+from tests.support.explore import calm_witness, one_run_explorer, search
 
 load_plugins()
 
@@ -39,22 +37,11 @@ BUG = "cm-takeover-frees-checkpointing"
 
 
 def _calm(tmp_path: Path, bugs: list[str]) -> Path:
-    raw = json.loads(witness_path(BUG).read_text())
-    raw["faults"] = []
-    raw["bugs"] = bugs
-    path = tmp_path / "calm.json"
-    path.write_text(json.dumps(raw))
-    return path
-
-
-def _explorer(path: Path, tmp_path: Path, seed: int = 1) -> Explorer:
-    return Explorer(
-        str(path), seed=seed, budget=Budget(runs=1), out_dir=tmp_path / "ex", log=io.StringIO()
-    )
+    return calm_witness(tmp_path, BUG, bugs)
 
 
 def test_phase_windows_are_read_off_the_trace(tmp_path: Path) -> None:
-    explorer = _explorer(_calm(tmp_path, []), tmp_path)
+    explorer = one_run_explorer(_calm(tmp_path, []), tmp_path)
     outcome = run_schedule(explorer.raw, None, 1, (), tmp_path / "r.db")
     assert outcome.status == "ok"
     by_flag = {w.flag: w for w in outcome.windows}
@@ -73,7 +60,7 @@ def test_phase_windows_are_read_off_the_trace(tmp_path: Path) -> None:
 def test_an_aimed_fault_lands_in_the_window_or_just_before_at_its_first_actors(
     tmp_path: Path,
 ) -> None:
-    explorer = _explorer(_calm(tmp_path, []), tmp_path)
+    explorer = one_run_explorer(_calm(tmp_path, []), tmp_path)
     start, end = 60 * MIN, 64 * MIN
     window = Window("checkpointing", start, end, ("cm/east/c0/0", "gms/0", "rms/east/1"))
     explorer.flags = {"checkpointing": 1}
@@ -100,20 +87,17 @@ def test_an_aimed_fault_lands_in_the_window_or_just_before_at_its_first_actors(
 
 def test_an_aimed_fault_finds_the_takeover_bug_that_no_seed_finds(tmp_path: Path) -> None:
     path = _calm(tmp_path, [BUG])
-    explorer = _explorer(path, tmp_path)
+    explorer = one_run_explorer(path, tmp_path)
     for seed in range(1, 4):  # without faults, seeds change only the jitter: all clean
         assert run_schedule(explorer.raw, None, seed, (), tmp_path / "s.db").failure is None
-    result = explore(
-        str(path), seed=2, budget=Budget(runs=40), out_dir=tmp_path / "found",
-        log=io.StringIO(), stop_at_first=True,
-    )  # fmt: skip
+    result = search(path, tmp_path / "found", 2, 40, first=True)
     (failure,) = result.failures
     assert failure.signature[0] == "preemption"
     assert result.runs[-1].mutation == "aim"
 
 
 def test_arms_and_groups_that_pay_get_more_runs(tmp_path: Path) -> None:
-    explorer = _explorer(_calm(tmp_path, []), tmp_path)
+    explorer = one_run_explorer(_calm(tmp_path, []), tmp_path)
     window = Window("checkpointing", 60 * MIN, 64 * MIN, ("cm/east/c0/0",))
     explorer.corpus = [Member(1, (), 3, windows=(window,))]
 
@@ -138,7 +122,7 @@ def test_arms_and_groups_that_pay_get_more_runs(tmp_path: Path) -> None:
 
 
 def test_front_loading_brings_faults_closer_to_the_start_in_order(tmp_path: Path) -> None:
-    explorer = _explorer(Path(witness_path(BUG)), tmp_path)
+    explorer = one_run_explorer(Path(witness_path(BUG)), tmp_path)
     space = explorer.space
     faults = tuple(
         CrashFault(at=Duration(space.start_us + k * 10 * MIN), target="leader of gms")
@@ -154,7 +138,7 @@ def test_front_loading_brings_faults_closer_to_the_start_in_order(tmp_path: Path
 
 
 def test_a_whole_role_can_be_a_target(tmp_path: Path) -> None:
-    explorer = _explorer(Path("chaos"), tmp_path)
+    explorer = one_run_explorer(Path("chaos"), tmp_path)
     groups = explorer.space.groups
     assert "all of gms" in groups and any(g.startswith("all of rms/") for g in groups)
     rng = random.Random(1)

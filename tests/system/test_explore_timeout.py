@@ -9,42 +9,24 @@ length no draw of the nemesis' two-minute mean reaches but by chance.
 
 from __future__ import annotations
 
-import io
-import json
 import random
 from pathlib import Path
 
-from actors.mast.zoo import witness_path
 from emulator.registry import load_plugins
-from emulator.run.explore import Budget, explore
-from emulator.run.explore.search import GROUPS, Explorer
+from emulator.run.explore.search import GROUPS
 from emulator.run.explore.space import system_timeouts
 from emulator.run.scenario import CrashFault, PartitionFault, PauseFault
 from emulator.units import MIN, MS, Duration, S
+from tests.support.explore import calm_witness, one_run_explorer, search
 
 load_plugins()
 
 BUG = "gms-region-lost-ignores-cms"
 
 
-def _calm(tmp_path: Path, bugs: list[str], **system: object) -> Path:
-    raw = json.loads(witness_path(BUG).read_text())
-    raw["faults"] = []
-    raw["bugs"] = bugs
-    raw["system"].update(system)
-    path = tmp_path / "calm.json"
-    path.write_text(json.dumps(raw))
-    return path
-
-
-def _explorer(path: Path, tmp_path: Path) -> Explorer:
-    return Explorer(
-        str(path), seed=1, budget=Budget(runs=1), out_dir=tmp_path / "ex", log=io.StringIO()
-    )
-
-
 def test_the_timeouts_are_the_systems_durations_that_fit_the_fault_span(tmp_path: Path) -> None:
-    space = _explorer(_calm(tmp_path, [], lease={"ttl": "45s", "renew_every": "15s"}), tmp_path)
+    lease = {"ttl": "45s", "renew_every": "15s"}
+    space = one_run_explorer(calm_witness(tmp_path, BUG, [], lease=lease), tmp_path)
     timeouts = set(space.space.timeouts)
     # The lease as the scenario sets it, the scan as the witness does, defaults too.
     assert {45 * S, 15 * S, MIN, 10 * MIN} <= timeouts
@@ -64,7 +46,7 @@ def test_system_timeouts_reads_nested_settings_and_skips_what_is_not_a_duration(
 def test_a_timed_fault_lasts_a_timeout_two_or_a_quarter_more_often_a_whole_role(
     tmp_path: Path,
 ) -> None:
-    space = _explorer(_calm(tmp_path, []), tmp_path).space
+    space = one_run_explorer(calm_witness(tmp_path, BUG, []), tmp_path).space
     rng = random.Random(3)
     ts = space.timeouts
     allowed = {a for a in ts} | {a + b for a in ts for b in ts}
@@ -96,11 +78,7 @@ def test_a_timed_fault_lasts_a_timeout_two_or_a_quarter_more_often_a_whole_role(
 def test_the_timeout_arm_finds_the_region_lost_bug_that_aimed_and_random_faults_miss(
     tmp_path: Path,
 ) -> None:
-    path = _calm(tmp_path, [BUG])
-    result = explore(
-        str(path), seed=5, budget=Budget(runs=120), out_dir=tmp_path / "found",
-        log=io.StringIO(), stop_at_first=True,
-    )  # fmt: skip
+    result = search(calm_witness(tmp_path, BUG, [BUG]), tmp_path / "found", 5, 120, first=True)
     (failure,) = result.failures
     assert failure.signature[0] == "auction"
     assert result.runs[-1].mutation == "timeout"
@@ -111,9 +89,6 @@ def test_the_timeout_arm_finds_the_region_lost_bug_that_aimed_and_random_faults_
 
 
 def test_without_the_bug_the_same_search_stays_clean(tmp_path: Path) -> None:
-    result = explore(
-        str(_calm(tmp_path, [])), seed=5, budget=Budget(runs=30),
-        out_dir=tmp_path / "clean", log=io.StringIO(),
-    )  # fmt: skip
+    result = search(calm_witness(tmp_path, BUG, []), tmp_path / "clean", 5, 30)
     assert result.failures == []
     assert any(r.mutation == "timeout" for r in result.runs)
