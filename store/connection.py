@@ -73,6 +73,14 @@ class Connection:
     async def executescript(self, script: str) -> None:
         self._db.executescript(script)
 
+    def serialize(self) -> bytes:
+        """The main database's bytes (of an in-memory database: its whole content)."""
+        return self._db.serialize()
+
+    def deserialize(self, data: bytes) -> None:
+        """Replace the main database with `data` (as `serialize` gave it)."""
+        self._db.deserialize(data)
+
     async def close(self) -> None:
         self._db.close()
 

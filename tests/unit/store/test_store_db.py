@@ -157,6 +157,30 @@ async def test_memory_store(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+async def test_memory_stores_start_fresh_and_migrated_whatever_was_opened_before(
+    db_path: Path,
+) -> None:
+    # In-memory databases start as copies of one migrated earlier in the process:
+    # a copy must hold the schema and none of another store's rows.
+    async with Store.open_ctx(db_path, (MAST_SCHEMA,)) as on_disk:
+        expected = await on_disk.fetchall("SELECT type, name, sql FROM sqlite_master ORDER BY 2")
+    for _ in range(2):
+        async with Store.open_ctx(":memory:", (MAST_SCHEMA,)) as s:
+            schema = await s.fetchall("SELECT type, name, sql FROM sqlite_master ORDER BY 2")
+            assert schema == expected
+            assert await s.fetchall("SELECT * FROM tenants") == []
+            assert await s.fetchall("SELECT name, version FROM schema_parts") == [
+                ("mast", len(MAST_SCHEMA.migrations))
+            ]
+            await s.write("INSERT INTO tenants VALUES ('t', 1, 0, 0)")
+            await s.write("INSERT INTO kv VALUES ('n', 'k', 'v')")
+            assert await s.fetchall("SELECT name FROM tenants") == [("t",)]
+    async with Store.open_ctx(":memory:") as bare:
+        names = {r[0] for r in await bare.fetchall("SELECT name FROM sqlite_master")}
+        assert "tenants" not in names and names >= TABLES
+        assert await bare.fetchall("SELECT * FROM kv") == []
+
+
 # ---- schema parts: a system's tables, versioned apart from the run database's ----
 async def test_a_store_opened_without_parts_has_only_the_run_databases_tables(
     tmp_path: Path,
