@@ -10,12 +10,14 @@ since the workload's last award, then the workload's move to DONE).
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from actors.checks.lost_workload import LostWorkloadChecker
+from emulator.registry import builtin_scenarios
 from emulator.trace import TraceEvent
 from tests.support.dsl import run
 from tests.support.stories import preempted_gang
@@ -97,3 +99,40 @@ def test_a_done_workload_needs_every_job_released_done_since_its_award(
         assert out == []
     else:
         assert out == [f"W went DONE but not all its jobs finished their work ({says})"]
+
+
+def test_a_job_end_a_crashed_cm_never_got_through_is_reported_by_the_next_leader(
+    tmp_path: Path,
+) -> None:
+    # Found by `mastemu explore region-outage` (shrunk): while us-east is dark,
+    # logs-adhoc and logs-train run in us-west and finish while every RMS of
+    # us-west is paused; the CM's reports of their ends wait unacknowledged
+    # until the CM leader crashes, and die with it. The RMS comes back in the
+    # epoch after its own, so it keeps its memory and rebuilds nothing: the two
+    # workloads stayed RUNNING for good. The next CM leader reports the ends.
+    raw = tomllib.loads(builtin_scenarios()["region-outage"].read_text(encoding="utf-8"))
+    raw["faults"] = [
+        {"action": "down", "at": "30m", "node": "region us-east", "duration": "1h"},
+        {
+            "action": "pause",
+            "at": "1h2m43.855073s",
+            "target": "all of rms/us-west",
+            "duration": "30m2s",
+        },
+        {
+            "action": "crash",
+            "at": "1h30m6.659611s",
+            "target": "leader of cm/us-west/c0",
+            "restart_after": "1m36.716166s",
+        },
+    ]
+    result, events = run(raw, tmp_path)
+    assert result.violations == []
+    reported = {
+        (e.payload["workload"], e.payload["reason"])
+        for e in events
+        if e.kind == "decision" and e.type == "cm.end-reported"
+    }
+    assert {("logs-adhoc", "done"), ("logs-train", "done")} <= reported
+    done = [e.to_state for e in store_events(events, "queue.transition", "logs-adhoc") if e.result]
+    assert done[-1] == "DONE"

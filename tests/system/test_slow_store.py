@@ -356,7 +356,7 @@ def test_mast_a_cm_dying_while_it_moves_a_failed_job_loses_nothing(tmp_path: Pat
     # Its successor told the RMS the job had ended, the workload went back to
     # the queue and ran to its end.
     (told,) = [e for e in events if e.kind == "decision" and e.type == "cm.end-reported"]
-    assert told.payload == {"workload": "captioner", "job": "trainer"}
+    assert told.payload == {"workload": "captioner", "job": "trainer", "reason": "failed"}
     assert told.t_us - crash.t_us < 45 * S  # ttl 30 s + renew_every 10 s
     with sqlite3.connect(result.out) as c:
         (state,) = c.execute("SELECT state FROM workloads WHERE id = 'captioner'").fetchone()

@@ -31,11 +31,14 @@ restart. What its dead attempt left on this cluster's machines after the
 job started elsewhere is freed at the rebuild too (`fleet.free_leftovers`).
 
 Ends nobody heard of: a CM frees a job's machines in the store before it
-tells the RMS (or, after a machine failure, before it restarts the job). One
-that dies in between leaves the job STOPPED while its dispatch stands, and no
-one would ever report it: so the rebuild reports every such job ended
-(`failed`, as the store does not say why) and the RMS settles the workload;
-a report it already had is ignored there.
+tells the RMS (or, after a machine failure, before it restarts the job), and
+its report is resent until the RMS acknowledges it. One that dies in between,
+or before an unreachable RMS (paused, cut off) heard the report, leaves the
+job ended in the store while its dispatch stands, and no one would ever
+report it again: the workload would stay RUNNING for good. So the rebuild
+reports every such job ended, DONE ones `done` and STOPPED ones `failed` (the
+store does not say why), and the RMS settles the workload; a report it
+already had is ignored there.
 """
 
 from __future__ import annotations
@@ -109,18 +112,21 @@ class CMRecovery:
         await cm.plans.job_released(key)
 
     async def report_unheard_ends(self) -> None:
-        """Report the jobs STOPPED while their dispatch stands (module docstring)."""
+        """Report the jobs that ended while their dispatch stands (module docstring)."""
         cm = self.cm
         p = cm.params
-        stopped = await cm.store(fleet.dispatches, p.cluster, p.region, ("STOPPED",))
-        for row, auction_id in stopped:
+        ended = await cm.store(fleet.dispatches, p.cluster, p.region, ("STOPPED", "DONE"))
+        for row, auction_id in ended:
             if auction_id is None:
                 continue
-            cm.decision("cm.end-reported", {"workload": row.workload_id, "job": row.job})
+            reason: EndReason = "done" if row.state == "DONE" else "failed"
+            cm.decision(
+                "cm.end-reported", {"workload": row.workload_id, "job": row.job, "reason": reason}
+            )
             cm.send_reliably(
                 cm.rms,
                 JobEnded(
-                    workload_id=row.workload_id, job=row.job, cluster=p.cluster, reason="failed"
+                    workload_id=row.workload_id, job=row.job, cluster=p.cluster, reason=reason
                 ),
             )
 
