@@ -108,17 +108,17 @@ class Store:
         except sqlite3.Error as e:
             raise StoreError(f"{spath}: cannot open as an SQLite database: {e}") from e
         store = cls(conn, spath)
-        template_key = (tuple(MIGRATIONS), tuple(parts))
-        template = _MEMORY_TEMPLATES.get(template_key) if spath == MEMORY else None
-        if template is not None:
-            conn.deserialize(template)
+        template_key = (tuple(MIGRATIONS), tuple(parts)) if spath == MEMORY else None
         try:
+            template = _MEMORY_TEMPLATES.get(template_key) if template_key else None
+            if template is not None:
+                conn.deserialize(template)
             await store._check_identity()
             await store._configure()
             await store._migrate()
             for part in parts:
                 await store._migrate_part(part)
-            if spath == MEMORY and template is None:
+            if template_key and template is None:
                 _MEMORY_TEMPLATES[template_key] = conn.serialize()
             await store._load_leases()
         except BaseException:

@@ -10,15 +10,14 @@ since the workload's last award, then the workload's move to DONE).
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from actors.checks.lost_workload import LostWorkloadChecker
-from emulator.registry import builtin_scenarios
 from emulator.trace import TraceEvent
+from tests.support.builtin import raw_builtin
 from tests.support.dsl import run
 from tests.support.stories import preempted_gang
 from tests.support.trace import store_call, store_events
@@ -110,7 +109,7 @@ def test_a_job_end_a_crashed_cm_never_got_through_is_reported_by_the_next_leader
     # until the CM leader crashes, and die with it. The RMS comes back in the
     # epoch after its own, so it keeps its memory and rebuilds nothing: the two
     # workloads stayed RUNNING for good. The next CM leader reports the ends.
-    raw = tomllib.loads(builtin_scenarios()["region-outage"].read_text(encoding="utf-8"))
+    raw = raw_builtin("region-outage")
     raw["faults"] = [
         {"action": "down", "at": "30m", "node": "region us-east", "duration": "1h"},
         {
