@@ -28,7 +28,7 @@ from emulator.run.explore.search import (
 )
 from emulator.run.explore.space import front_load
 from emulator.run.scenario import CrashFault, PauseFault
-from emulator.units import MIN, Duration
+from emulator.units import MIN, Duration, S
 from tests.support.explore import calm_witness, one_run_explorer, search
 
 load_plugins()
@@ -83,6 +83,56 @@ def test_an_aimed_fault_lands_in_the_window_or_just_before_at_its_first_actors(
     assert placed >= 300 and inside >= 0.6 * placed
     # The window's opener (the CM that stopped the victim) is hit most.
     assert targets.most_common(1)[0][0] == "leader of cm/east/c0"
+
+
+def test_a_run_measures_how_long_after_its_leader_was_lost_a_role_is_taken_over(
+    tmp_path: Path,
+) -> None:
+    # The witness crashes cm/east/c0's leader at 62 min; its lease lasts 5 s,
+    # renewed every second: a follower takes over 4 to 6 s later.
+    explorer = one_run_explorer(Path(witness_path(BUG)), tmp_path)
+    outcome = run_schedule(
+        explorer.raw, None, 1, tuple(explorer.schedule.faults), tmp_path / "r.db"
+    )
+    (delay,) = outcome.takeovers
+    assert 4 * S <= delay <= 6 * S
+    # Without a leader lost, a run measures nothing.
+    calm = run_schedule(explorer.raw, None, 1, (), tmp_path / "c.db")
+    assert calm.takeovers == ()
+
+
+def test_a_measured_takeover_delay_puts_a_leader_fault_inside_the_window_with_room(
+    tmp_path: Path,
+) -> None:
+    # A 4-minute phase and a takeover measured at 3m55s: the leader that
+    # opened the phase must be lost in its first 5 s for its successor to lead
+    # while the phase holds (lost before the phase, it would not open it), and
+    # stay out for at least the delay.
+    explorer = one_run_explorer(_calm(tmp_path, []), tmp_path)
+    start, end, lead = 60 * MIN, 64 * MIN, 235 * S
+    window = Window("checkpointing", start, end, ("cm/east/c0/0",))
+    explorer.flags = {"checkpointing": 1}
+    parent = Member(1, (), 1, windows=(window,))
+
+    def with_room(leads: list[int]) -> float:
+        explorer.leads = leads
+        explorer.rng = random.Random(2)
+        leaders = room = 0
+        for _ in range(300):
+            _, _, faults = explorer._mutate(parent, "aim")
+            for fault in faults:
+                if isinstance(fault, CrashFault | PauseFault) and "leader of" in fault.target:
+                    leaders += 1
+                    length = (
+                        int(fault.restart_after or 0)
+                        if isinstance(fault, CrashFault)
+                        else int(fault.duration)
+                    )
+                    room += start < int(fault.at) <= end - lead and length >= lead
+        return room / leaders
+
+    measured, unmeasured = with_room([lead]), with_room([])
+    assert measured >= 0.45 and measured >= 2 * unmeasured
 
 
 def test_an_aimed_fault_finds_the_takeover_bug_that_no_seed_finds(tmp_path: Path) -> None:

@@ -27,9 +27,13 @@ The signature of a run (`Features`) is a set of strings:
 
 A run also says *when* each phase held and who acted in it (`Window`), so
 an aimed mutation can put a fault inside a phase its parent's run was in
-(or just before it: a takeover comes a lease after the crash), at the
-leader of the role that opened the phase: a CM leader crash while a
-victim checkpoints, a GMS failover while a workload is dispatching.
+(or just before it), at the leader of the role that opened the phase: a
+CM leader crash while a victim checkpoints, a GMS failover while a
+workload is dispatching. Runs measure how long after a leader is lost its
+role's next epoch begins (`Outcome.takeovers`); once known, an aimed
+leader fault often lands early enough in the window for its successor to
+lead while the phase still holds, and lasts that long (a leader lost
+before the phase would not open it; one back sooner keeps its lease).
 A timed mutation aims in length instead: a fault lasting one of the
 system's own timeouts (every duration its parameters set: a lease, a
 deadline, the time after which a region is given up), two back to back, or

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from emulator.run.coverage import system_kind
+from emulator.run.faults import LEADER_OF
 from emulator.run.pools import ship_db, worker_tempdir
 from emulator.run.runner import remove_run_files
 from emulator.run.scenario import (
     Fault,
     convert_scenario,
+    instance_role,
     parse_raw,
 )
 from emulator.run.shrink import Schedule, variant
@@ -32,6 +34,10 @@ from emulator.trace import TraceEvent
 WINDOWS_MAX = 12
 # Actors remembered per window (who made decisions while the phase held).
 WINDOW_ACTORS_MAX = 8
+# Takeover delays kept per run, and the longest believed one: a leader lost
+# longer ago than this was not what the next takeover answered.
+TAKEOVERS_MAX = 16
+TAKEOVER_MAX_US = 5 * 60_000_000
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,9 @@ class Features:
         self.windows = _Windows()
         self.phases: set[str] = set()  # every phase combination the run was in
         self.now_us = 0
+        # Role -> when its leader was crashed or paused and nobody took over yet.
+        self.lost: dict[str, int] = {}
+        self.takeovers: list[int] = []  # from a leader lost to the next epoch of its role
 
     def observe(self, event: TraceEvent) -> None:
         self.tally.observe(event)
@@ -111,6 +120,8 @@ class Features:
             self.phases.add(now)
             self.windows.step(now, event)
         if event.kind == "decision":
+            if event.type == "lease.leader":
+                self._took_over(event)
             self.decisions[event.type] += 1
             # By whom, as a kind of actor (`rms`, not `rms/us-east/1`): the same
             # bug met through another region or replica is the same failure.
@@ -123,10 +134,24 @@ class Features:
             actor = event.payload.get("actor") if isinstance(event.payload, dict) else None
             if isinstance(actor, str):
                 self.found.add(f"F:{action}:{actor.split('/', 1)[0]}@{now}")
+                target = event.payload.get("target")
+                role = instance_role(actor)
+                if action in ("crash", "pause") and role and str(target).startswith(LEADER_OF):
+                    self.lost.setdefault(role, event.t_us)
         elif event.kind == "violation":
             self.found.add(f"V:{event.type}")
             if self.failure is None:
                 self.failure = (event.type, self.last_decision)
+
+    def _took_over(self, event: TraceEvent) -> None:
+        """How long after its leader was lost a role's next epoch began: what an
+        aimed fault must lead a phase by for the takeover to land inside it."""
+        payload = event.payload if isinstance(event.payload, dict) else {}
+        since = self.lost.pop(str(payload.get("role")), None)
+        if since is None or len(self.takeovers) >= TAKEOVERS_MAX:
+            return
+        if 0 < event.t_us - since <= TAKEOVER_MAX_US:
+            self.takeovers.append(event.t_us - since)
 
     def attach(self, kernel: Any) -> None:
         for kind in (*KINDS, "violation"):
@@ -152,6 +177,7 @@ class Outcome:
     files: dict[str, bytes] = field(default_factory=dict)  # a shipped failing run's database
     windows: tuple[Window, ...] = ()  # when each phase held (aimed mutations read them)
     phase_counts: dict[str, int] = field(default_factory=dict)  # windows per flag, all of them
+    takeovers: tuple[int, ...] = ()  # microseconds from a leader lost to its successor
 
 
 def run_schedule(
@@ -177,6 +203,7 @@ def run_schedule(
         time.process_time() - cpu0,
         windows=features.windows.finish(features.now_us),
         phase_counts=dict(features.windows.counts),
+        takeovers=tuple(features.takeovers),
     )
 
 

@@ -76,6 +76,12 @@ FRONT_FACTOR = 3.0  # how much closer to the start `front` and `early` bring the
 AIM_LEAD_US = 60_000_000  # how far before a phase window an aimed fault may begin
 AIMS_PER_RUN = (1, 2, 3, 4)  # aimed faults an `aim` mutation adds (each into its own pick)
 AIM_SCALE = 1 / 256  # the earliest an aimed fault lands in its window, as a share of it
+# How an aimed fault is timed: a takeover's delay before the window's end (a
+# leader's fault, once runs measured one), early in the window, or shortly
+# before it (the draw's thresholds, in that order).
+AIM_TAKEOVER = 0.5
+AIM_BEFORE = 0.9
+LEADS_MAX = 64  # takeover delays remembered (the latest)
 
 
 @dataclass
@@ -213,6 +219,7 @@ class Explorer:
         self.arms = {arm: Arm() for arm in ARMS}
         self.drawn = 0  # candidates drawn after the base
         self.flags: dict[str, int] = {}  # phase flag -> windows of it seen over all runs
+        self.leads: list[int] = []  # takeover delays measured by the runs (`Features`)
 
     # -- choosing the next schedule
     def _arm(self) -> str:
@@ -267,16 +274,6 @@ class Explorer:
         flags = sorted({w.flag for w in windows})
         flag = self.rng.choices(flags, weights=[1.0 / (1 + self.flags.get(f, 0)) for f in flags])[0]
         window = self.rng.choice([w for w in windows if w.flag == flag])
-        span = max(1, window.end_us - window.start_us)
-        if self.rng.random() < 0.9:
-            # Early in it, at any scale (log-uniform over the window's first
-            # 1/256 to all of it), but not at its very instant: what opened the
-            # phase at that microsecond may not have happened when the fault does.
-            at = window.start_us + int(span * AIM_SCALE ** self.rng.random())
-        else:
-            # Shortly before: a leader lost then is taken over by another only a
-            # lease later, which may be inside the window.
-            at = window.start_us - int(max(span, AIM_LEAD_US) * self.rng.random())
         roles: list[str] = []  # in the order their actors first acted: the opener's first
         for actor in window.actors:
             role = instance_role(actor)
@@ -294,7 +291,31 @@ class Explorer:
             else:
                 role = self.rng.choice(self.space.roles)
             target = f"leader of {role}"
+        span = max(1, window.end_us - window.start_us)
+        # Early in the window, at any scale (log-uniform over its first 1/256 to
+        # all of it), but not at its very instant: what opened the phase at that
+        # microsecond may not have happened when the fault does.
+        point = window.start_us + int(span * AIM_SCALE ** self.rng.random())
+        draw = self.rng.random()
+        lead = self.rng.choice(self.leads) if self.leads else 0
+        if target is not None and 0 < lead < span and draw < AIM_TAKEOVER:
+            # Inside the window, at least a takeover's delay (as runs so far
+            # measured it) before its end: the leader that opened the phase is
+            # lost in it, and its successor begins to lead while it still holds.
+            # (A leader lost before the window would not open it at all.)
+            at = window.start_us + 1 + int((span - lead) * self.rng.random())
+        elif draw < AIM_BEFORE:
+            lead = 0
+            at = point
+        else:
+            # Shortly before: a leader lost then is taken over by another only a
+            # lease later, which may be inside the window.
+            lead = 0
+            at = window.start_us - int(max(span, AIM_LEAD_US) * self.rng.random())
         drawn = self.space.draw(self.rng, at_us=at, action=action, target=target)
+        if drawn is not None and lead:
+            # Out for at least the lead: a leader back sooner keeps its lease.
+            drawn = self.space.lasting(drawn, lead + span)
         if drawn is not None:
             faults.append(drawn)
 
@@ -437,6 +458,7 @@ class Explorer:
                     arm = self.arms[mutation]
                     arm.tries += 1
                     arm.paid += payoff(new)
+                self.leads = (self.leads + list(outcome.takeovers))[-LEADS_MAX:]
                 for flag, count in outcome.phase_counts.items():
                     self.flags[flag] = self.flags.get(flag, 0) + count
                 if new:

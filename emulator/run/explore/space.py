@@ -115,6 +115,15 @@ class FaultSpace:
             fault = msgspec.structs.replace(fault, target=rng.choice(pool))
         return fault
 
+    def lasting(self, fault: Fault, at_least_us: int) -> Fault:
+        """`fault` lasting at least `at_least_us` (within the fault span)."""
+        name = length_field(fault)
+        if name is None:
+            return fault
+        room = max(MS, self.end_us - int(fault.at))
+        length = min(room, max(int(getattr(fault, name)), at_least_us))
+        return msgspec.structs.replace(fault, **{name: Duration(length)})
+
     def retarget(self, fault: Fault, rng: random.Random) -> Fault:
         if isinstance(fault, CrashFault | PauseFault | SlowStoreFault) and self.targets:
             return msgspec.structs.replace(fault, target=self._target(rng))
