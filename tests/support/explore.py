@@ -9,7 +9,8 @@ from typing import Any
 
 from actors.mast.zoo import witness_path
 from emulator.run.explore import Budget, explore
-from emulator.run.explore.search import Explorer, ExploreResult
+from emulator.run.explore.results import ExploreResult
+from emulator.run.explore.search import Explorer
 
 
 def calm_witness(tmp_path: Path, bug: str, bugs: list[str], **system: Any) -> Path:

@@ -64,14 +64,8 @@ decision type that came just before it) and each distinct one is shrunk
 
 from emulator.run.explore.budget import Budget, parse_budget
 from emulator.run.explore.features import Features, Outcome, run_schedule, run_schedule_shipped
-from emulator.run.explore.search import (
-    Explorer,
-    ExploreResult,
-    Failure,
-    RunRecord,
-    explore,
-    summary_lines,
-)
+from emulator.run.explore.results import ExploreResult, Failure, RunRecord, summary_lines
+from emulator.run.explore.search import Explorer, explore
 from emulator.run.explore.space import FaultSpace, fault_space
 
 __all__ = [

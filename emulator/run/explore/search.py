@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -19,6 +19,7 @@ from emulator.errors import InputError
 from emulator.run.coverage import system_kind
 from emulator.run.explore.budget import Budget
 from emulator.run.explore.features import Window, run_schedule, run_schedule_shipped
+from emulator.run.explore.results import ExploreResult, Failure, RunRecord
 from emulator.run.explore.space import fault_space, fresh_schedule, front_load, length_field
 from emulator.run.pools import ClusterSpec, dask_pool, land_db
 from emulator.run.runner import remove_run_files
@@ -29,12 +30,6 @@ from emulator.run.scenario import (
     resolve_scenario,
 )
 from emulator.run.shrink import Schedule, materialise, shrink_run, to_toml, variant
-from emulator.sometimes import (
-    catalogue,
-    coverage_json,
-    coverage_lines,
-    merge,
-)
 from emulator.units import MS, Duration
 
 FAULTS_MAX = 64  # a schedule longer than this is cut: more faults rarely mean more coverage
@@ -117,69 +112,6 @@ class Arm:
         # The mean payoff with the prior counted as two runs' worth: one lucky or
         # unlucky run does not decide an arm's share.
         return (2.0 * prior + self.paid) / (2.0 + self.tries)
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    index: int
-    mutation: str
-    seed: int
-    faults: int
-    new: int
-    status: str
-    failure: str | None
-    cpu_s: float
-
-
-@dataclass(frozen=True)
-class Failure:
-    signature: tuple[str, str]
-    run: int
-    seed: int
-    cpu_s: float
-    scenario: str  # the failing schedule as written
-    minimal: str | None  # the shrunk reproducer, if shrinking kept the violation
-
-
-@dataclass
-class ExploreResult:
-    scenario: str
-    seed: int
-    budget: Budget
-    runs: list[RunRecord] = field(default_factory=list)
-    failures: list[Failure] = field(default_factory=list)
-    features_over_time: list[int] = field(default_factory=list)
-    corpus: int = 0
-    features: int = 0
-    tallies: list[dict[str, int]] = field(default_factory=list)
-    system: str | None = None
-
-    @property
-    def first_failure_cpu_s(self) -> float | None:
-        return self.failures[0].cpu_s if self.failures else None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "scenario": self.scenario,
-            "seed": self.seed,
-            "budget": self.budget.describe(),
-            "runs": len(self.runs),
-            "corpus": self.corpus,
-            "features": self.features,
-            "features_over_time": self.features_over_time,
-            "failures": [
-                {
-                    "invariant": f.signature[0],
-                    "after": f.signature[1],
-                    "run": f.run,
-                    "seed": f.seed,
-                    "scenario": f.scenario,
-                    "minimal": f.minimal,
-                }
-                for f in self.failures
-            ],
-            "sometimes": coverage_json(merge(self.tallies, catalogue(self.system))),
-        }
 
 
 # ---- the search ----------------------------------------------------------------------
@@ -582,25 +514,3 @@ def explore(
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
             return explorer.run(on_run, pool, jobs)
     return explorer.run(on_run)
-
-
-def summary_lines(result: ExploreResult) -> list[str]:
-    lines = [
-        f"explored {result.scenario}: {len(result.runs)} runs ({result.budget.describe()} budget), "
-        f"corpus {result.corpus}, {result.features} features, "
-        f"{len(result.failures)} distinct failure(s)"
-    ]
-    marks = sorted({0, *(len(result.runs) * k // 4 for k in range(1, 5))} - {0})
-    if marks:
-        growth = ", ".join(f"run {m}: {result.features_over_time[m - 1]}" for m in marks)
-        lines.append(f"features over time: {growth}")
-    for f in result.failures:
-        where = f.minimal or f.scenario
-        lines.append(
-            f"  {f.signature[0]} (after {f.signature[1]}) at run {f.run} "
-            f"({f.cpu_s:.1f} CPU s): {where}"
-        )
-        lines.append(f"  reproduce: mastemu run {where}")
-    return lines + coverage_lines(
-        merge(result.tallies, catalogue(result.system)), len(result.runs), "runs"
-    )
