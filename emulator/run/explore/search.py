@@ -196,10 +196,12 @@ class Explorer:
     def _aim(self, parent: Member, faults: list[Fault]) -> None:
         """Add a fault inside a phase window of the parent's run, at a phase's actors.
 
-        The rarer a phase over the search so far, the likelier it is aimed at;
-        the fault begins early in the window or shortly before it (a failover
-        must land before the phase ends, and a takeover comes a lease after
-        the crash), and hits the leader of a role whose actor acted in it.
+        The rarer a phase over the search so far, the likelier it is aimed at.
+        The fault hits the leader of a role whose actor acted in the phase,
+        and begins early in the window, shortly before it, or, for a leader
+        once runs measured a takeover's delay, at least that delay before the
+        window's end (and lasts that long), so that the successor leads while
+        the phase holds.
         """
         # A phase first, the rarer the likelier; then one of its windows.
         windows = self._aimable(parent)
