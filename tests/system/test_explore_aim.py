@@ -26,7 +26,8 @@ from emulator.run.explore.search import (
     GROUPS,
     Member,
 )
-from emulator.run.explore.space import front_load
+from emulator.run.explore.space import front_load, length_field
+from emulator.run.faults import LEADER_OF
 from emulator.run.scenario import CrashFault, PauseFault
 from emulator.units import MIN, Duration, S
 from tests.support.explore import calm_witness, one_run_explorer, search
@@ -121,14 +122,14 @@ def test_a_measured_takeover_delay_puts_a_leader_fault_inside_the_window_with_ro
         for _ in range(300):
             _, _, faults = explorer._mutate(parent, "aim")
             for fault in faults:
-                if isinstance(fault, CrashFault | PauseFault) and "leader of" in fault.target:
-                    leaders += 1
-                    length = (
-                        int(fault.restart_after or 0)
-                        if isinstance(fault, CrashFault)
-                        else int(fault.duration)
-                    )
-                    room += start < int(fault.at) <= end - lead and length >= lead
+                if not isinstance(fault, CrashFault | PauseFault):
+                    continue
+                if not fault.target.startswith(LEADER_OF):
+                    continue
+                leaders += 1
+                name = length_field(fault)  # (a crash without a restart has none)
+                length = int(getattr(fault, name)) if name else 0
+                room += start < int(fault.at) <= end - lead and length >= lead
         return room / leaders
 
     measured, unmeasured = with_room([lead]), with_room([])

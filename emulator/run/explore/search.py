@@ -30,7 +30,7 @@ from emulator.run.scenario import (
     resolve_scenario,
 )
 from emulator.run.shrink import Schedule, materialise, shrink_run, to_toml, variant
-from emulator.units import MS, Duration
+from emulator.units import Duration
 
 FAULTS_MAX = 64  # a schedule longer than this is cut: more faults rarely mean more coverage
 MUTATIONS = (
@@ -232,22 +232,21 @@ class Explorer:
         point = window.start_us + int(span * AIM_SCALE ** self.rng.random())
         draw = self.rng.random()
         lead = self.rng.choice(self.leads) if self.leads else 0
-        if target is not None and 0 < lead < span and draw < AIM_TAKEOVER:
+        takeover = target is not None and 0 < lead < span and draw < AIM_TAKEOVER
+        if takeover:
             # Inside the window, at least a takeover's delay (as runs so far
             # measured it) before its end: the leader that opened the phase is
             # lost in it, and its successor begins to lead while it still holds.
             # (A leader lost before the window would not open it at all.)
             at = window.start_us + 1 + int((span - lead) * self.rng.random())
         elif draw < AIM_BEFORE:
-            lead = 0
             at = point
         else:
             # Shortly before: a leader lost then is taken over by another only a
             # lease later, which may be inside the window.
-            lead = 0
             at = window.start_us - int(max(span, AIM_LEAD_US) * self.rng.random())
         drawn = self.space.draw(self.rng, at_us=at, action=action, target=target)
-        if drawn is not None and lead:
+        if drawn is not None and takeover:
             # Out for at least the lead: a leader back sooner keeps its lease.
             drawn = self.space.lasting(drawn, lead + span)
         if drawn is not None:
@@ -291,9 +290,8 @@ class Explorer:
             name = length_field(faults[i])
             if name is not None:
                 old = int(getattr(faults[i], name))
-                new = max(MS, int(old * self.rng.choice((0.25, 0.5, 0.9, 1.1, 2.0, 4.0))))
-                new = min(new, max(MS, self.space.end_us - int(faults[i].at)))
-                faults[i] = msgspec.structs.replace(faults[i], **{name: Duration(new)})
+                factor = self.rng.choice((0.25, 0.5, 0.9, 1.1, 2.0, 4.0))
+                faults[i] = self.space.with_length(faults[i], int(old * factor))
         elif mutation == "timeout":
             # A fault of the parent's, or a new crash or pause, lasting a timeout.
             timed = [i for i, f in enumerate(faults) if length_field(f) is not None]

@@ -107,22 +107,28 @@ class FaultSpace:
             length += rng.choice(self.timeouts)
         if rng.random() < 0.5:
             length += length // 4
-        room = max(MS, self.end_us - int(fault.at))
-        fault = msgspec.structs.replace(fault, **{name: Duration(min(room, max(MS, length)))})
+        fault = self.with_length(fault, length)
         if isinstance(fault, CrashFault | PauseFault) and self.groups and rng.random() < 0.5:
             near = [g for g in self.groups if g.removeprefix("all of ") in acted]
             pool = near if near and rng.random() < 0.75 else self.groups
             fault = msgspec.structs.replace(fault, target=rng.choice(pool))
         return fault
 
+    def with_length(self, fault: Fault, length_us: int) -> Fault:
+        """`fault` lasting `length_us`, at least a millisecond and at most until the
+        fault span ends (a fault without a length is returned as it is)."""
+        name = length_field(fault)
+        if name is None:
+            return fault
+        room = max(MS, self.end_us - int(fault.at))
+        return msgspec.structs.replace(fault, **{name: Duration(min(room, max(MS, length_us)))})
+
     def lasting(self, fault: Fault, at_least_us: int) -> Fault:
         """`fault` lasting at least `at_least_us` (within the fault span)."""
         name = length_field(fault)
         if name is None:
             return fault
-        room = max(MS, self.end_us - int(fault.at))
-        length = min(room, max(int(getattr(fault, name)), at_least_us))
-        return msgspec.structs.replace(fault, **{name: Duration(length)})
+        return self.with_length(fault, max(int(getattr(fault, name)), at_least_us))
 
     def retarget(self, fault: Fault, rng: random.Random) -> Fault:
         if isinstance(fault, CrashFault | PauseFault | SlowStoreFault) and self.targets:
