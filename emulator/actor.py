@@ -68,6 +68,9 @@ class Actor:
     # False for actors whose work is meaningless after their host failed
     # (a job's agent: its cluster manager re-places the job instead).
     restart_on_host_up: ClassVar[bool] = True
+    # True for actors spawned by the thousand whose state nobody reads after
+    # they exit (a job's agent): the kernel lets the instance go (`Kernel._exited`).
+    forget_on_exit: ClassVar[bool] = False
     _handlers: ClassVar[dict[type, tuple[Handler, bool]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

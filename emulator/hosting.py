@@ -37,6 +37,9 @@ class Hosted(Protocol):
     # False for actors whose work is meaningless after their host failed: they
     # stay down when it comes back.
     restart_on_host_up: ClassVar[bool]
+    # True for actors nobody looks at once they exit and of which a run spawns
+    # tens of thousands (a job's agent): the kernel drops the instance then.
+    forget_on_exit: ClassVar[bool]
 
     def attach(self, kernel: KernelPort, slot: ActorSlot) -> Coroutine[Any, Any, None]:
         """Bind this fresh instance to its kernel and slot; return the coroutine to drive."""

@@ -305,6 +305,18 @@ class Kernel:
         seq = self.tracer.record(self.now_us, "actor-error", "", address, name, fields)
         self.actor_errors.append(ActorError(seq, self.now_us, address, name, message))
 
+    def _exited(self, slot: ActorSlot) -> None:
+        slot.state = EXITED
+        slot.coro = None
+        self.tracer.record(self.now_us, "exit", "", slot.address, "", None)
+        if slot.instance is not None and type(slot.instance).forget_on_exit:
+            # The slot stays, so that messages and timers still due reach an
+            # exited actor (and are traced as before); its instance and host
+            # entry go, or a week of job agents would stay in memory.
+            slot.instance = None
+            slot.mailbox.clear()
+            self._by_host[slot.host].remove(slot)
+
     def pause(self, address: str, duration_us: int) -> None:
         """Freeze an actor (a GC pause, a stopped VM): it handles nothing until the end."""
         slot = self._actors[address]
@@ -462,7 +474,7 @@ class Kernel:
         if slot.state == WAIT_RECV and slot.wait_reply == 0 and not slot.paused_until_us:
             slot.wait_token += 1
             self._step(slot, env)
-        else:
+        elif slot.state != EXITED:  # an exited actor's left-over timer: traced, never taken
             slot.mailbox.append(env)
 
     def _wake(self, ev: tuple[Any, ...]) -> None:
@@ -489,9 +501,7 @@ class Kernel:
             try:
                 cmd = coro.send(value) if exc is None else coro.throw(exc)
             except StopIteration:
-                slot.state = EXITED
-                slot.coro = None
-                self.tracer.record(self.now_us, "exit", "", slot.address, "", None)
+                self._exited(slot)
                 return
             except Exception as error:
                 self._crashed_by_error(slot, error)
