@@ -380,3 +380,14 @@ class Actor:
         non-watcher).
         """
         return self._kernel.replay_hardware(self.address)
+
+
+def actor_kinds() -> set[str]:
+    """The kind of every Actor class loaded: scenarios' and those a system spawns itself."""
+    kinds: set[str] = set()
+    todo: list[type[Actor]] = [Actor]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            kinds.add(sub.kind)
+            todo.append(sub)
+    return kinds

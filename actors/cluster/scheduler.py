@@ -245,6 +245,10 @@ class ClusterScheduler(LeaseHolder):
             a = self.accounts[msg.job_id]
             if a.state == "offered" and await self._leading():
                 self._turned_down(a)
+                # An agent that does not answer is not a policy's answer: nothing else
+                # may happen for the job to be decided on again (a lone job waited
+                # forever), so its wait is an event of its own, as a failed dispatch is.
+                self._kick()
 
     @on(PlanResult)
     async def plan_result(self, msg: PlanResult) -> None:

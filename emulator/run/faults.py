@@ -4,9 +4,10 @@ Faults are kernel events. Each one is recorded in the trace as a `fault` event
 with a phase (`start`/`end`), so reports can shade fault windows, and targets
 are resolved when the fault fires: `leader of ROLE` is whoever holds the
 lease at that instant, `a follower of ROLE`, `a minority of ROLE`, `all of
-ROLE` and `region NAME` are the instances (or control-plane actors) of that
-instant (see `emulator.run.scenario.TARGET_FORMS`). A fault on several actors
-records one window per actor; one that resolves to nobody is recorded with
+ROLE`, `region NAME` and `a live KIND` are the instances (or control-plane
+actors, or live actors of a kind) of that instant (see
+`emulator.run.scenario.TARGET_FORMS`). A fault on several actors records one
+window per actor; one that resolves to nobody is recorded with
 `actor: None` and does nothing. The nemesis draws a whole schedule up front from the
 `faults` stream (so it is part of the run's determinism), and always ends
 with a final heal: every partition healed, every rule removed, every crashed
@@ -114,6 +115,9 @@ class FaultInjector:
             hosts = set(k.network.topology.control_hosts.get(name, ()))
             slots = [k.actor(a) for a in k.addresses()]
             return [s.address for s in slots if s is not None and s.host in hosts]
+        if form == "live":
+            live = [a for a in k.addresses() if k.is_up(a) and _kind(k.instance(a)) == name]
+            return [self._pick.choice(live)] if live else []
         instances = self.instances(name)
         if form == "all":
             return instances
@@ -330,3 +334,7 @@ def nemesis_schedule(
         elif action == "down" and nodes:
             faults.append(DownFault(at=at, node=rng.choice(nodes), duration=dur))
     return faults, heal_at
+
+
+def _kind(instance: object) -> str | None:
+    return getattr(type(instance), "kind", None)

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from emulator.actor import actor_kinds
 from emulator.bugs import check_bugs
 from emulator.errors import InputError
 from emulator.net.specs import (
@@ -87,7 +88,10 @@ class ActorSpec(Spec, kw_only=True):
 #   all of ROLE         every instance of ROLE;
 #   region NAME         every actor on region NAME's control hosts (its control
 #                       plane; its machines go down with a `down` fault on
-#                       `node = "NAME"` or `"region NAME"`).
+#                       `node = "NAME"` or `"region NAME"`);
+#   a live KIND         one actor of kind KIND that is up at that instant, also
+#                       one a system spawned while the run goes on (a job's agent:
+#                       `a live cluster-job-agent`), which no scenario can name.
 # The instances of ROLE are the actors addressed `ROLE/N` (N a number: `gms/0`,
 # `gms/1`); `leader of` also takes a role that actors name in their `role`
 # parameter (the lease demo's candidates). Random picks use the run's
@@ -98,6 +102,7 @@ TARGET_FORMS = {
     "a minority of ": "minority",
     "all of ": "all",
     "region ": "region",
+    "a live ": "live",
 }
 
 
@@ -417,7 +422,7 @@ def scenario_json_schema() -> dict[str, Any]:
     msgspec cannot put an int subclass into a schema; a bare number in a
     scenario means seconds, so those defaults are converted here.
     """
-    from emulator.registry import ACTOR_KINDS, SYSTEMS, load_plugins
+    from emulator.registry import ACTOR_KINDS, SYSTEMS
 
     load_plugins()
     systems = {kind: system.Params for kind, system in sorted(SYSTEMS.items())}
@@ -591,7 +596,12 @@ def _check_target(
             fail(path, f"unknown actor {target!r} (or use one of {forms})")
         return
     form, name = split
-    if form == "region":
+    if form == "live":
+        load_plugins()  # the systems, and their actors, come with the plugins
+        kinds = actor_kinds()
+        if name not in kinds:
+            fail(path, f"unknown actor kind {name!r} (kinds: {_listed(kinds)})")
+    elif form == "region":
         if name not in regions:
             fail(path, f"unknown region {name!r} (regions: {_listed(regions)})")
     elif name not in roles[0]:

@@ -22,6 +22,7 @@ from actors.cluster.system import ClusterParams, policy_params, trace_jobs
 from actors.policies.cluster.registry import cluster_policy, names
 from emulator.cli.main import main
 from emulator.registry import load_plugins
+from emulator.run.coverage import reached
 from emulator.run.runner import RunResult, execute, plan_run
 from emulator.run.scenario import convert_scenario
 from store import Store
@@ -223,6 +224,34 @@ def test_dally_delay_scheduling_goes_on_through_a_cluster_manager_failover(
     assert any(o["tier"] != "machine" and o["waited_s"] > 60 for o in offers)
     leaders = [d for d in decisions(result, "lease.leader") if d["role"] == "cm/dc/c0"]
     assert len(leaders) >= 2, "the CM crash did not change the cluster's leader epoch"
+
+
+def test_an_agent_that_does_not_answer_its_offer_in_time_has_turned_it_down(
+    tmp_path: Path,
+) -> None:
+    # One job, whose agent (spawned by the system, not named by the scenario) is
+    # paused for 30 s across its offers: each times out after 5 s and counts as
+    # turned down. The job is offered again at once (with no other job, no
+    # arrival or end would ever decide on it again), and the first offer made
+    # after the pause starts it.
+    raw = scenario(
+        "fifo",
+        workload={
+            "generator": "philly",
+            "philly": {"arrivals": {"rate_per_s": 0.1, "num_jobs": 1}},
+        },
+    )
+    raw["faults"] = [
+        {"at": "0s", "action": "pause", "target": "a live cluster-job-agent", "duration": "30s"}
+    ]
+    result = run(raw, tmp_path)
+    assert result.status == "ok" and not result.violations
+    assert report(result)["finished"] == 1
+    declined = decisions(result, "cluster.offer-declined")
+    offers = decisions(result, "agent.offer")
+    # Offers at 0, 5, … 25 s time out; the agent reads them all once unpaused.
+    assert len(declined) == 6 and len(offers) == 7
+    assert asyncio.run(reached(result.out))["cluster-offer-declined"] == 6
 
 
 def test_a_job_on_a_failed_machine_is_placed_again_by_the_policy(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """faults: role-relative targets, resolved when the fault fires, and their validation.
 
 `leader of ROLE`, `a follower of ROLE`, `a minority of ROLE`, `all of ROLE`,
-`region NAME` (crash, restart, pause) and `region NAME` as a node (down, up).
+`region NAME`, `a live KIND` (crash, restart, pause) and `region NAME` as a
+node (down, up).
 """
 
 from __future__ import annotations
@@ -87,6 +88,27 @@ def test_all_of_a_role_and_the_leader_and_a_region_s_control_plane() -> None:
     # Control hosts only: svc/0/db runs on one of east's machines.
     assert injector.resolve("region east") == ["svc/0", "svc/1", "svc/2"]
     assert injector.resolve("region west") == ["client", "svc/x"]
+
+
+class Worker(Actor):
+    kind = "test-worker"
+
+
+def test_a_live_kind_is_one_actor_of_that_kind_that_is_up_also_one_spawned_late() -> None:
+    injector = fleet(2)
+    k = injector.kernel
+    for i in range(3):
+        spawn(k, Worker, f"job/{i}", "west/ctl0", at_us=k.now_us)
+    asyncio.run(k.run(2))
+    k.crash("job/1", "test")
+    seen = {pick for _ in range(40) for pick in injector.resolve("a live test-worker")}
+    assert seen == {"job/0", "job/2"}  # never the crashed one, nor an actor of another kind
+    k.crash("job/0", "test")
+    k.crash("job/2", "test")
+    assert injector.resolve("a live test-worker") == []
+    spawn(k, Worker, "job/late", "west/ctl1", at_us=k.now_us)  # spawned while the run goes on
+    asyncio.run(k.run(k.now_us + 1))
+    assert injector.resolve("a live test-worker") == ["job/late"]
 
 
 # ---- in a MAST run ---------------------------------------------------------------------------
@@ -212,6 +234,11 @@ def plan(raw: dict[str, Any]) -> None:
             "unknown region 'mars'",
         ),
         ({"action": "crash", "target": "gms/7"}, "faults[0].target", "'a minority of ROLE'"),
+        (
+            {"action": "crash", "target": "a live job-agnet"},
+            "faults[0].target",
+            "unknown actor kind 'job-agnet' (kinds: ",
+        ),
         ({"action": "down", "node": "region mars"}, "faults[0].node", "unknown region 'mars'"),
         (
             {"action": "up", "node": "region east/dc0"},
@@ -249,6 +276,7 @@ def test_every_target_form_of_a_mast_system_is_accepted() -> None:
         "all of gms",
         "region west",
         "cm/east/c0/2",
+        "a live job-agent",
     ]
     raw = story(
         *({"action": "crash", "at": f"{i + 1}m", "target": t} for i, t in enumerate(targets))
