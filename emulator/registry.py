@@ -39,6 +39,9 @@ class SystemBuild:
     # `duration` is then an upper bound, and a run that reaches it first is
     # cut short (`Kernel.cut_short`, a `run`/`cut-short` trace event).
     ends_when_done: bool = False
+    # Kinds of the actors that do a unit of work each (a job's agent), started by
+    # the system itself: `explore` faults them as `a live KIND`.
+    workers: tuple[str, ...] = ()
 
 
 @dataclass

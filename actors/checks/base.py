@@ -51,12 +51,16 @@ class StoreChecker:
             out = handler(args, result, event)
         if tracked and result:
             if event.type == "queue.submit":
-                self.queue[args[0]["id"]] = "PENDING"
+                self.moved(args[0]["id"], "PENDING")
             elif event.type == "queue.award":
-                self.queue[args[2]] = "DISPATCHING"
+                self.moved(args[2], "DISPATCHING")
             else:
-                self.queue[args[0]] = args[2]
+                self.moved(args[0], args[2])
         return out
+
+    def moved(self, workload_id: str, state: str) -> None:
+        """A workload's committed queue state (`tracks_queue`); indexing checkers extend it."""
+        self.queue[workload_id] = state
 
     def finish(self) -> list[str]:
         return []

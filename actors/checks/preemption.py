@@ -8,7 +8,11 @@ again — unless it finished its work meanwhile (released DONE: its last
 checkpoint holds all of it) or lost a machine it held (a hardware failure,
 seen in the kernel's `fault` events even when no CM was up to record it, or
 RAS moving the machine away), or its agent died with the emulator process
-(an attempt begun before a `resume` event).
+(an attempt begun before a `resume` event), or its agent could not save it:
+crashed since the attempt began, or paused between the stop order and the
+release (the kernel's `crash` and `pause` events; a CM gives a silent agent
+`stop_timeout` before it frees the machines, and cannot tell a slow agent
+from a dead one).
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ from __future__ import annotations
 from typing import Any
 
 from actors.checks.base import Key, StoreChecker
+from actors.common.messages import agent_address
 from emulator.trace import TraceEvent
 
 
 class PreemptionChecker(StoreChecker):
     name = "preemption"
-    kinds = ("store", "decision", "fault", "run")
+    kinds = ("store", "decision", "fault", "run", "crash", "pause")
     _routes = {
         "fleet.start": "on_start",
         "fleet.state": "on_state",
@@ -53,6 +58,11 @@ class PreemptionChecker(StoreChecker):
         # machine would (positions, not times: a kill and a restart share one).
         self.started_seq: dict[Key, int] = {}
         self.resumed_seq = 0
+        # Each job's current attempt, when it was ordered to stop and save, and
+        # when each agent could not answer: [from, to) spans, a crash to the end.
+        self.attempt: dict[Key, int] = {}
+        self.stop_us: dict[Key, int] = {}
+        self.silent: dict[str, list[tuple[int, float]]] = {}
 
     def observe(self, event: TraceEvent) -> list[str]:
         if event.kind == "decision":
@@ -60,6 +70,13 @@ class PreemptionChecker(StoreChecker):
         if event.kind == "run":
             if event.type == "resume":
                 self.resumed_seq = event.seq
+            return []
+        if event.kind == "crash":
+            self.silent.setdefault(event.dst, []).append((event.t_us, float("inf")))
+            return []
+        if event.kind == "pause":
+            span = (event.t_us, event.t_us + int(event.payload))
+            self.silent.setdefault(event.dst, []).append(span)
             return []
         if event.kind == "fault":
             if event.type == "down":
@@ -78,6 +95,15 @@ class PreemptionChecker(StoreChecker):
         return any(
             t >= since and any(h == node or h.startswith(node + "/") for h in hosts)
             for node, t in self.down_us.items()
+        )
+
+    def _agent_silent(self, key: Key, now_us: int) -> bool:
+        """Whether the attempt's agent crashed, or was paused after its stop order."""
+        spans = self.silent.get(agent_address(*key, self.attempt.get(key, 0)), ())
+        since = self.started_us.get(key, 0)
+        stop = self.stop_us.get(key, since)
+        return any(
+            t >= since and (end == float("inf") or (t < now_us and end > stop)) for t, end in spans
         )
 
     def _dispatch(self, payload: dict[str, Any]) -> list[str]:
@@ -101,17 +127,20 @@ class PreemptionChecker(StoreChecker):
             self.hosts[key] = {h for h, _n in args[6]} | set(args[7])
             self.started_us[key] = args[1]
             self.started_seq[key] = event.seq
+            self.attempt[key] = int(result[0])
+            self.stop_us.pop(key, None)
             self.running.discard(key)
             self.victims.pop(key, None)
             self.checkpointing.discard(key)
             self.saved_for_stop.discard(key)
         return []
 
-    def on_state(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+    def on_state(self, args: list[Any], result: Any, event: TraceEvent) -> list[str]:
         if result and args[4] == "RUNNING":
             self.running.add((args[2], args[3]))
         elif result and args[4] == "CHECKPOINTING":
             self.checkpointing.add((args[2], args[3]))
+            self.stop_us[(args[2], args[3])] = event.t_us
         return []
 
     def on_checkpoint(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
@@ -132,7 +161,7 @@ class PreemptionChecker(StoreChecker):
             self.failed_hosts.update(host for host, src, _dst in args[2] if src is not None)
         return []
 
-    def on_release(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+    def on_release(self, args: list[Any], result: Any, event: TraceEvent) -> list[str]:
         if not result:
             return []
         key = (args[2], args[3])
@@ -140,6 +169,11 @@ class PreemptionChecker(StoreChecker):
         self.checkpointing.discard(key)
         self.saved_for_stop.discard(key)
         saved = self.victims.pop(key, None)
-        if saved is False and args[4] != "DONE" and not self._lost_a_machine(key):
+        if (
+            saved is False
+            and args[4] != "DONE"
+            and not self._lost_a_machine(key)
+            and not self._agent_silent(key, event.t_us)
+        ):
             return [f"preempted {key[0]}/{key[1]} released its machines before saving a checkpoint"]
         return []

@@ -11,6 +11,8 @@ from typing import Any
 from actors.checks.base import FactsChecker
 from emulator.trace import TraceEvent
 
+HOLDING = frozenset({"DISPATCHING", "RUNNING"})
+
 
 class QuotaChecker(FactsChecker):
     name = "quota"
@@ -21,6 +23,16 @@ class QuotaChecker(FactsChecker):
         super().__init__()
         self.quota: dict[str, tuple[int, int]] = {}
         self.need: dict[str, tuple[str, int, int]] = {}
+        # The workloads holding machines: every rank is judged against them, and
+        # the queue keeps every workload of the run (a week's: ~70,000).
+        self.holding: set[str] = set()
+
+    def moved(self, workload_id: str, state: str) -> None:
+        super().moved(workload_id, state)
+        if state in HOLDING:
+            self.holding.add(workload_id)
+        else:
+            self.holding.discard(workload_id)
 
     def on_setup(self, type_: str, payload: Any) -> None:
         if type_ == "tenants":
@@ -37,9 +49,7 @@ class QuotaChecker(FactsChecker):
         if not result or not self.quota:
             return []
         used: dict[str, list[int]] = {}
-        for wid, state in self.queue.items():
-            if state not in ("DISPATCHING", "RUNNING"):
-                continue
+        for wid in self.holding:
             tenant, gpus, cpus = self.need[wid]
             u = used.setdefault(tenant, [0, 0])
             u[0] += gpus

@@ -363,6 +363,7 @@ class ClusterSystem:
             summary={"jobs": len(jobs), "gpus": params.gpus, "policy": params.policy},
             message_latency_us=0 if params.semantics.control_latency == "zero" else None,
             ends_when_done=True,
+            workers=(OfferAgent.kind,),
         )
 
 

@@ -35,6 +35,7 @@ import msgspec
 from actors.common.messages import (
     AgentAlive,
     AgentFinished,
+    AgentLost,
     AgentProbe,
     AgentRunning,
     AgentStart,
@@ -86,9 +87,13 @@ class JobAgent(Actor):
 
     async def on_start(self) -> None:
         if self.restarted:
-            # Crashed mid-job: the cluster manager has already given up on this
-            # attempt (it restarts the job from the last checkpoint elsewhere).
-            self.exit()
+            # Crashed mid-job, its progress since the last checkpoint gone: the
+            # attempt is over, which its CM may not know (a crash of the agent
+            # alone leaves the machines up), or the job would hold them, doing
+            # nothing, until stopped.
+            self.timers = []
+            p = self.params
+            self._last_report(AgentLost(workload_id=p.workload_id, job=p.job, attempt=p.attempt))
             return
         p = self.params
         self.saved_us = p.progress_us  # the last checkpoint this attempt saved (or started from)
@@ -201,7 +206,7 @@ class JobAgent(Actor):
             workload_id=p.workload_id, job=p.job, attempt=p.attempt, progress_us=self.saved_us
         )
 
-    def _last_report(self, msg: AgentFinished | AgentStopped) -> None:
+    def _last_report(self, msg: AgentFinished | AgentStopped | AgentLost) -> None:
         self.ended = True
         self.running_since = None
         for timer in self.timers:

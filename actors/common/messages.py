@@ -168,9 +168,26 @@ class AgentStopped(Msg):
     progress_us: int
 
 
+class AgentLost(Msg):
+    """Agent → CM: the attempt's agent crashed and came back without its state.
+
+    The attempt is over: what its last checkpoint saved is what remains (the
+    CM restarts the job from there, or ends the stop it had ordered).
+    """
+
+    workload_id: str
+    job: str
+    attempt: int
+
+
 class AgentFinished(Msg):
     """Agent → CM: the job did all its work."""
 
     workload_id: str
     job: str
     attempt: int
+
+
+def agent_address(workload_id: str, job: str, attempt: int) -> str:
+    """The address of the agent of one attempt of a job (started by its CM)."""
+    return f"agent/{workload_id}/{job}/{attempt}"

@@ -20,6 +20,7 @@ from msgspec import Meta
 
 from actors.common.client import Client, ClientParams
 from actors.common.cm.manager import ClusterManager, CMParams
+from actors.common.job_agent import JobAgent
 from actors.common.leadership import LeaseTiming
 from actors.mast.gms import PIPELINE_MAX, GlobalScheduler, GMSParams
 from actors.mast.migration import MigrationService, MigrationServiceParams
@@ -426,6 +427,7 @@ class MastSystem:
             setup=setup,
             hardware_watchers=tuple(cms) + ras.watchers,
             summary={"workloads": len(workloads), "tables": len(tables), "gpus": world.gpus},
+            workers=(JobAgent.kind,),
         )
 
 

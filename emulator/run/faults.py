@@ -6,7 +6,7 @@ are resolved when the fault fires: `leader of ROLE` is whoever holds the
 lease at that instant, `a follower of ROLE`, `a minority of ROLE`, `all of
 ROLE`, `region NAME` and `a live KIND` are the instances (or control-plane
 actors, or live actors of a kind) of that instant (see
-`emulator.run.scenario.TARGET_FORMS`). A fault on several actors records one
+`emulator.run.targets.TARGET_FORMS`). A fault on several actors records one
 window per actor; one that resolves to nobody is recorded with
 `actor: None` and does nothing. The nemesis draws a whole schedule up front from the
 `faults` stream (so it is part of the run's determinism), and always ends
@@ -40,16 +40,16 @@ from emulator.run.scenario import (
     RestartFault,
     SlowStoreFault,
     UpFault,
-    instance_role,
     node_of,
-    split_target,
 )
+from emulator.run.targets import instance_role, split_target
 from emulator.units import MS
 
 if TYPE_CHECKING:
     from emulator.kernel import Kernel
 
 LEADER_OF = "leader of "
+LIVE = "a live "
 
 
 FAULT_CRASH_PREFIX = "fault #"

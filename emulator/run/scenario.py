@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
 
-from emulator.actor import actor_kinds
 from emulator.bugs import check_bugs
 from emulator.errors import InputError
 from emulator.net.specs import (
@@ -31,6 +30,7 @@ from emulator.net.specs import (
 )
 from emulator.net.topology import iter_nodes
 from emulator.registry import load_plugins
+from emulator.run.targets import check_target, instance_role, listed
 from emulator.units import (
     DURATION_DOC,
     MS,
@@ -79,53 +79,12 @@ class ActorSpec(Spec, kw_only=True):
 
 
 # ---- faults (tagged by `action`) -----------------------------------------
-# Actor targets of crash/restart/pause/slow-store faults, resolved when the
-# fault fires (emulator/run/faults.py). Besides an actor's address:
-#   leader of ROLE      the instance holding ROLE's lease at that instant;
-#   a follower of ROLE  one instance of ROLE that is up and does not hold it;
-#   a minority of ROLE  max(1, floor((n - 1) / 2)) of ROLE's n instances (1 of 2
-#                       or 3, 2 of 5): the most a majority survives, at least one;
-#   all of ROLE         every instance of ROLE;
-#   region NAME         every actor on region NAME's control hosts (its control
-#                       plane; its machines go down with a `down` fault on
-#                       `node = "NAME"` or `"region NAME"`);
-#   a live KIND         one actor of kind KIND that is up at that instant, also
-#                       one a system spawned while the run goes on (a job's agent:
-#                       `a live cluster-job-agent`), which no scenario can name.
-# The instances of ROLE are the actors addressed `ROLE/N` (N a number: `gms/0`,
-# `gms/1`); `leader of` also takes a role that actors name in their `role`
-# parameter (the lease demo's candidates). Random picks use the run's
-# `fault-targets` stream, so a seed always picks the same instances.
-TARGET_FORMS = {
-    "leader of ": "leader",
-    "a follower of ": "follower",
-    "a minority of ": "minority",
-    "all of ": "all",
-    "region ": "region",
-    "a live ": "live",
-}
-
-
-def split_target(target: str) -> tuple[str, str] | None:
-    """(form, role or region) of a role-relative target; None for an actor address."""
-    for prefix, form in TARGET_FORMS.items():
-        if target.startswith(prefix):
-            return form, target[len(prefix) :]
-    return None
-
-
-def instance_role(address: str) -> str | None:
-    """The role an address `ROLE/N` is an instance of, or None."""
-    role, _, number = address.rpartition("/")
-    return role if role and number.isdigit() else None
-
-
 class FaultBase(Spec, tag_field="action", kw_only=True):
     at: Duration
 
 
 class CrashFault(FaultBase, tag="crash", kw_only=True):
-    """Crash an actor or a role-relative target (`TARGET_FORMS`); restart after
+    """Crash an actor or a role-relative target (`emulator.run.targets`); restart after
     `restart_after` if given."""
 
     target: Name
@@ -533,7 +492,7 @@ def check_references(scenario: Scenario, source: str, system_addresses: Iterable
             fail(f"{where}.at", "fault scheduled after the end of the run")
         target = getattr(fault, "target", None)
         if target is not None:
-            _check_target(target, f"{where}.target", addresses, (roles, replicated), regions, fail)
+            check_target(target, f"{where}.target", addresses, (roles, replicated), regions, fail)
         for key in ("regions", "between"):
             for j, region in enumerate(getattr(fault, key, None) or ()):
                 if region not in regions:
@@ -555,7 +514,7 @@ def check_references(scenario: Scenario, source: str, system_addresses: Iterable
         if node is not None:
             named = node_of(node)
             if node.startswith("region ") and named not in regions:
-                fail(f"{where}.node", f"unknown region {named!r} (regions: {_listed(regions)})")
+                fail(f"{where}.node", f"unknown region {named!r} (regions: {listed(regions)})")
             if named not in nodes:
                 fail(f"{where}.node", f"unknown node {node!r}")
     nem = scenario.nemesis
@@ -568,43 +527,3 @@ def check_references(scenario: Scenario, source: str, system_addresses: Iterable
 def node_of(node: str) -> str:
     """The topology node a fault's `node` names (`region NAME` is the region `NAME`)."""
     return node.removeprefix("region ")
-
-
-def _listed(names: Iterable[str], shown_max: int = 8) -> str:
-    ordered = sorted(names)
-    more = f", … ({len(ordered)} in all)" if len(ordered) > shown_max else ""
-    return ", ".join(ordered[:shown_max]) + more if ordered else "none"
-
-
-def _check_target(
-    target: str,
-    path: str,
-    addresses: set[str],
-    roles: tuple[set[str], set[str]],
-    regions: set[str],
-    fail: Callable[[str, str], None],
-) -> None:
-    """An actor target names an actor, a role (with instances `ROLE/N` unless
-    it asks for the leader: `roles` is (every role, those with instances)), or
-    a region."""
-    split = split_target(target)
-    if split is None:
-        if target not in addresses:
-            forms = ", ".join(
-                f"'{p}{'NAME' if f == 'region' else 'ROLE'}'" for p, f in TARGET_FORMS.items()
-            )
-            fail(path, f"unknown actor {target!r} (or use one of {forms})")
-        return
-    form, name = split
-    if form == "live":
-        load_plugins()  # the systems, and their actors, come with the plugins
-        kinds = actor_kinds()
-        if name not in kinds:
-            fail(path, f"unknown actor kind {name!r} (kinds: {_listed(kinds)})")
-    elif form == "region":
-        if name not in regions:
-            fail(path, f"unknown region {name!r} (regions: {_listed(regions)})")
-    elif name not in roles[0]:
-        fail(path, f"unknown role {name!r} (roles: {_listed(roles[0])})")
-    elif form != "leader" and name not in roles[1]:
-        fail(path, f"role {name!r} has no instances addressed '{name}/N'; only its leader is known")

@@ -8,9 +8,10 @@ stories run on the tiny world of `tests/support/dsl.py` (one region of four
 that died with a machine that came back, must not take a live agent for a
 dead one (even one busy saving a checkpoint), and must cost nothing in a run
 without a change of CM leader. A plan left waiting for its victims by a CM
-leader that died is taken up by the next one. The last tests are the
-preemption checker's excuse for agents that died with the emulator process
-(`mastemu resume`).
+leader that died is taken up by the next one. An agent that crashes alone
+(its machines up) and restarts tells its CM its attempt is over. The last
+tests are the preemption checker's excuse for agents that died with the
+emulator process (`mastemu resume`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,27 @@ def test_a_new_cm_leader_restarts_a_job_whose_agent_died_with_a_machine_that_cam
     assert (moved["attempt"], moved["from_us"]) == (2, 20 * MIN)
     assert lost.t_us < 31 * MIN
     # Without the probe J would hold the rack, RUNNING, to the end of the run.
+    assert states(result) == {"J": ("DONE", 0)}
+
+
+def test_an_agent_that_crashed_alone_and_restarted_has_its_job_restarted_from_its_checkpoint(
+    tmp_path: Path,
+) -> None:
+    # J's agent crashes at 30 min (the machines stay up) and restarts a minute
+    # later without its state. Nothing else would tell the CM: J would hold the
+    # rack, RUNNING and doing nothing, to the end of the run.
+    raw = scenario([workload("J", "lo", 0, job(gpus=32, work=50 * MIN))], regions=("east",))
+    raw["duration"] = "3h"
+    raw["faults"] = [
+        {"action": "crash", "at": "30m", "target": "a live job-agent", "restart_after": "1m"}
+    ]
+    result, events = run(raw, tmp_path)
+    assert result.violations == [] and result.actor_errors == []
+    (lost,) = [e for e in events if e.type == "cm.agent-lost"]
+    assert lost.payload == {"workload": "J", "job": "trainer", "attempt": 1}
+    assert 31 * MIN <= lost.t_us < 32 * MIN
+    (moved,) = decisions(events, "cm.job-moved")
+    assert (moved["attempt"], moved["from_us"]) == (2, 20 * MIN)
     assert states(result) == {"J": ("DONE", 0)}
 
 

@@ -198,6 +198,19 @@ def test_a_whole_role_can_be_a_target(tmp_path: Path) -> None:
     assert drawn & set(groups)
 
 
+def test_the_agents_a_system_starts_itself_are_targets(tmp_path: Path) -> None:
+    # No scenario can name a job's agent (it is started mid-run, one per
+    # attempt): the system names the kind, and a fault picks a live one.
+    explorer = one_run_explorer(Path("chaos"), tmp_path)
+    assert "a live job-agent" in explorer.space.targets
+    rng = random.Random(1)
+    drawn = {explorer.space.retarget(CrashFault(at=Duration(MIN), target="x"), rng).target
+             for _ in range(200)}  # fmt: skip
+    assert "a live job-agent" in drawn
+    cluster = one_run_explorer(Path("dally-cm-failover"), tmp_path)
+    assert "a live cluster-job-agent" in cluster.space.targets
+
+
 def test_a_search_with_phases_is_deterministic_in_runs(tmp_path: Path) -> None:
     path = _calm(tmp_path, [])
 

@@ -3,7 +3,9 @@
 A victim must save a checkpoint before its machines are released, unless it
 lost a machine: to a failure, or to RAS moving the machine to another
 cluster (MAST's scheduling never feeds back into RAS, so RAS may take a
-victim's machine between the RMS's plan and the CM's preemption).
+victim's machine between the RMS's plan and the CM's preemption); or unless
+its agent could not save one: it crashed, or it was paused after the stop
+order (its CM frees a silent agent's machines after `stop_timeout`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ def run(*events: tuple[str, str, Any, Any]) -> list[str]:
     checker = PreemptionChecker()
     out: list[str] = []
     for seq, (kind, type_, payload, result) in enumerate(events):
+        if kind in ("crash", "pause"):
+            # The kernel's own events: `type_` is the actor, `payload` the field.
+            out += checker.observe(TraceEvent(seq, seq, kind, "", type_, "", payload))
+            continue
         body = payload if kind == "decision" else [payload, result]
         out += checker.observe(TraceEvent(seq, seq, kind, "x", "", type_, body))
     return out
@@ -54,3 +60,22 @@ def test_a_victim_whose_machine_ras_moved_away_is_not_flagged() -> None:
     # Nor does RAS adding a machine to the victim's cluster.
     added = [FENCE, 5, [["m1", None, "r/c1"]], {"r/c1": 3}]
     assert len(story(("store", "fleet.membership", added, True))) == 1
+
+
+# The victim's attempt is its first: its agent is `agent/v/j/1`.
+STOP = ("store", "fleet.state", [FENCE, 3, "v", "j", "CHECKPOINTING"], True)
+
+
+def test_a_victim_whose_agent_crashed_is_not_flagged_another_agent_s_crash_is() -> None:
+    assert story(STOP, ("crash", "agent/v/j/1", "fault #0", None)) == []
+    assert story(("crash", "agent/v/j/1", "fault #0", None), STOP) == []
+    assert len(story(STOP, ("crash", "agent/v/j/2", "fault #0", None))) == 1
+    assert len(story(STOP, ("crash", "rms/r/0", "fault #0", None))) == 1
+
+
+def test_a_victim_whose_agent_was_paused_after_the_stop_order_is_not_flagged() -> None:
+    # Paused at t=4, after the order at t=3: its CM waited, then gave up on it.
+    assert story(STOP, ("pause", "agent/v/j/1", 100, None)) == []
+    # A pause over before the order (t=3 to t=4; the order at t=4) excuses nothing.
+    late_stop = ("store", "fleet.state", [FENCE, 4, "v", "j", "CHECKPOINTING"], True)
+    assert len(story(("pause", "agent/v/j/1", 1, None), late_stop)) == 1

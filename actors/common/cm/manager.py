@@ -48,6 +48,7 @@ from actors.common.membership import ClusterChanged, MembershipChanged
 from actors.common.messages import (
     AgentAlive,
     AgentFinished,
+    AgentLost,
     AgentRunning,
     AgentStart,
     AgentStop,
@@ -57,6 +58,7 @@ from actors.common.messages import (
     JobEnded,
     Pace,
     StopJob,
+    agent_address,
 )
 from actors.policies.mast.placement.place import place_job
 from actors.policies.mast.placement.snapshot import JobPlan, JobRequest
@@ -128,7 +130,7 @@ class ClusterManager(LeaseHolder):
             job = next((j for j in spec.jobs if j.name == row.job), None) if spec else None
             if job is not None:
                 key = (row.workload_id, row.job)
-                agent = _agent(row.workload_id, row.job, row.attempt)
+                agent = agent_address(row.workload_id, row.job, row.attempt)
                 running = Running(job, row.priority, row.attempt, agent, auction_id or 0)
                 self.running[key] = running
                 if auction_id is None:
@@ -175,7 +177,7 @@ class ClusterManager(LeaseHolder):
         pace: Pace | None,
     ) -> None:
         """Start the job's agent on its first machine (it dies if that machine does)."""
-        agent = _agent(key[0], key[1], attempt)
+        agent = agent_address(key[0], key[1], attempt)
         host = min([h for h, _ in gpus] + list(cpu_hosts))
         if pace is None:
             setup_us, checkpoint_us = setup_time_us(self.rng("setup")), self.params.checkpoint_cost
@@ -278,6 +280,22 @@ class ClusterManager(LeaseHolder):
                 "RUNNING",
                 msg.attempt,
             )
+
+    @on(AgentLost)
+    async def agent_crashed(self, msg: AgentLost) -> None:
+        job = self.running.get((msg.workload_id, msg.job))
+        if job is not None and job.attempt == msg.attempt:
+            await self.agent_lost((msg.workload_id, msg.job))
+
+    async def agent_lost(self, key: tuple[str, str]) -> None:
+        """The job's agent is gone with its state (it crashed, or answers no probe)."""
+        job = self.running[key]
+        self.decision("cm.agent-lost", {"workload": key[0], "job": key[1], "attempt": job.attempt})
+        if job.stopping is not None:
+            # Its checkpoint died with it: what it saved before is what remains.
+            await self.release(key, job.stopping, "STOPPED")
+        else:
+            await self.replace(key)
 
     @on(AgentFinished)
     async def finished(self, msg: AgentFinished) -> None:
@@ -489,7 +507,3 @@ class ClusterManager(LeaseHolder):
             self.rechecks += 1
             self.recheck_armed = True
             self.set_timer(p.transit_recheck, _TransitRecheck())
-
-
-def _agent(workload_id: str, job: str, attempt: int) -> str:
-    return f"agent/{workload_id}/{job}/{attempt}"

@@ -65,6 +65,10 @@ class RecoveryHost(CMCore, Protocol):
         """Restart a job as if its machine had failed."""
         ...
 
+    async def agent_lost(self, key: tuple[str, str]) -> None:
+        """Restart a running job, or end a stopping one, whose agent is gone."""
+        ...
+
     def probe_later(self, round_: int, sent: int) -> None:
         """Call `probe_tick(round_, sent)` back after `probe_every`."""
         ...
@@ -182,14 +186,5 @@ class CMRecovery:
         if await cm.current_fence() is None:
             return  # deposed meanwhile: the next leader probes for itself
         for key in lost:
-            job = cm.running.get(key)
-            if job is None:
-                continue
-            cm.decision(
-                "cm.agent-lost", {"workload": key[0], "job": key[1], "attempt": job.attempt}
-            )
-            if job.stopping is not None:
-                # Its checkpoint died with it: what it saved before is what remains.
-                await cm.release(key, job.stopping, "STOPPED")
-            else:
-                await cm.replace(key)
+            if key in cm.running:
+                await cm.agent_lost(key)

@@ -19,10 +19,10 @@ from emulator.run.runner import remove_run_files
 from emulator.run.scenario import (
     Fault,
     convert_scenario,
-    instance_role,
     parse_raw,
 )
 from emulator.run.shrink import Schedule, variant
+from emulator.run.targets import instance_role
 from emulator.sometimes import (
     KINDS,
     Tally,

@@ -25,11 +25,11 @@ from emulator.run.pools import ClusterSpec, dask_pool, land_db
 from emulator.run.runner import remove_run_files
 from emulator.run.scenario import (
     Fault,
-    instance_role,
     parse_raw,
     resolve_scenario,
 )
 from emulator.run.shrink import Schedule, materialise, shrink_run, to_toml, variant
+from emulator.run.targets import instance_role
 from emulator.units import Duration
 
 FAULTS_MAX = 64  # a schedule longer than this is cut: more faults rarely mean more coverage

@@ -201,9 +201,9 @@ def fresh_schedule(plan: Any, space: FaultSpace, seed: int) -> tuple[Fault, ...]
 def fault_space(plan: Any, seed: int, schedule: Schedule) -> FaultSpace:
     """What the scenario's world and roles allow, over the span its faults may use."""
     from emulator.net.topology import Topology
-    from emulator.run.faults import LEADER_OF
+    from emulator.run.faults import LEADER_OF, LIVE
     from emulator.run.runner import build_system
-    from emulator.run.scenario import instance_role
+    from emulator.run.targets import instance_role
 
     scenario: Scenario = plan.scenario
     build = build_system(plan, seed)
@@ -212,6 +212,7 @@ def fault_space(plan: Any, seed: int, schedule: Schedule) -> FaultSpace:
     actors = [a for a, *_ in plan.actors]
     # A system's own actors (replicas `ROLE/N`) come with its build, not the plan.
     every = actors + [a for a, *_ in (build.actors if build is not None else [])]
+    workers = build.workers if build is not None else ()
     nemesis = scenario.nemesis
     actions = tuple(nemesis.actions) if nemesis.enabled else ACTIONS
     run_us = int(scenario.duration)
@@ -219,7 +220,9 @@ def fault_space(plan: Any, seed: int, schedule: Schedule) -> FaultSpace:
     start = min(int(nemesis.start) if nemesis.enabled else run_us // 20, end - 1)
     return FaultSpace(
         actions=actions,
-        targets=tuple([f"{LEADER_OF}{r}" for r in roles] + actors),
+        targets=tuple(
+            [f"{LEADER_OF}{r}" for r in roles] + actors + [f"{LIVE}{k}" for k in workers]
+        ),
         regions=tuple(topology.regions),
         nodes=tuple(sorted(topology.machines)),
         start_us=max(0, start),
