@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from emulator.trace import TraceEvent
 from emulator.units import format_us
@@ -84,23 +84,57 @@ def register_liveness(name: str, factory: Callable[[], LivenessJudge]) -> None:
     JUDGES[name] = factory
 
 
+class LivenessWatch:
+    """Every registered judge, following one history event by event.
+
+    Over a stored trace (`judge_liveness`, `mastemu check`) or a live run
+    (`attach`: the tracer hands over the events of the judges' kinds, the
+    faults that set the final heal, and the `run` event that ends the run).
+    """
+
+    def __init__(self) -> None:
+        self.judges = [factory() for _, factory in sorted(JUDGES.items())]
+        self.by_kind: dict[str, list[LivenessJudge]] = {}
+        for judge in self.judges:
+            for kind in judge.kinds:
+                self.by_kind.setdefault(kind, []).append(judge)
+        self.heal_us = 0
+        self.end_us = 0
+
+    def observe(self, event: TraceEvent) -> None:
+        self.end_us = event.t_us
+        if event.kind == "fault":
+            self.heal_us = event.t_us
+        for judge in self.by_kind.get(event.kind, ()):
+            judge.observe(event)
+
+    def attach(self, kernel: Any) -> None:
+        if self.judges:
+            for kind in {*self.by_kind, "fault", "run"}:
+                kernel.tracer.subscribe(kind, self.observe)
+
+    def reports(self) -> list[LivenessReport]:
+        """The verdicts of the judges with one, at the end of what was observed."""
+        reports = [judge.report(self.heal_us, self.end_us) for judge in self.judges]
+        return [r for r in reports if r is not None]
+
+
 def judge_liveness(events: Iterable[TraceEvent]) -> list[LivenessReport]:
     """Run every registered judge over a whole history; verdicts of those with one."""
-    judges = [factory() for _, factory in sorted(JUDGES.items())]
-    by_kind: dict[str, list[LivenessJudge]] = {}
-    for judge in judges:
-        for kind in judge.kinds:
-            by_kind.setdefault(kind, []).append(judge)
-    heal_us = 0
-    end_us = 0
+    watch = LivenessWatch()
     for event in events:
-        end_us = event.t_us
-        if event.kind == "fault":
-            heal_us = event.t_us
-        for judge in by_kind.get(event.kind, ()):
-            judge.observe(event)
-    reports = [judge.report(heal_us, end_us) for judge in judges]
-    return [r for r in reports if r is not None]
+        watch.observe(event)
+    return watch.reports()
+
+
+def stuck_summary(reports: list[LivenessReport]) -> str | None:
+    """One line naming what never ran after the final heal (None: nothing did not)."""
+    stuck = [s for r in reports for s in r.stuck]
+    if not stuck:
+        return None
+    heal = format_us(max(r.final_heal_us for r in reports))
+    shown = ", ".join(s.id for s in stuck[:3]) + (", …" if len(stuck) > 3 else "")
+    return f"{len(stuck)} workload(s) never ran after the final heal at {heal}: {shown}"
 
 
 def liveness_lines(reports: list[LivenessReport]) -> list[str]:

@@ -255,6 +255,7 @@ async def execute(
     on_kernel: Callable[[Kernel], None] | None = None,
     replace: bool = True,
     command: str | None = None,
+    on_setup: Callable[[Kernel], None] | None = None,
 ) -> RunResult:
     """Run a planned scenario to its end (or `until_us`) and return the result.
 
@@ -262,6 +263,9 @@ async def execute(
     at `out` until the database is closed: another process writing it is
     refused (StoreError naming it), and so is an existing run database
     unless `replace` (InputError). `command` is what the lock says runs.
+    `on_kernel` sees the kernel just before the first event; `on_setup` sees
+    it before the system records its setup facts (an observer of the whole
+    trace, as `mastemu check` reads it, subscribes there).
     """
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -270,7 +274,8 @@ async def execute(
     with run_lock(out, command), run_collector():
         check_replaceable(out, replace)
         remove_run_files(out)
-        return await _execute(plan, seed, out, speed, until_us, progress, handle_signals, on_kernel)
+        hooks = (on_setup, on_kernel)
+        return await _execute(plan, seed, out, speed, until_us, progress, handle_signals, hooks)
 
 
 async def _execute(
@@ -281,8 +286,9 @@ async def _execute(
     until_us: int | None,
     progress: Callable[[Kernel], None] | None,
     handle_signals: bool,
-    on_kernel: Callable[[Kernel], None] | None,
+    hooks: tuple[Callable[[Kernel], None] | None, Callable[[Kernel], None] | None],
 ) -> RunResult:
+    on_setup, on_kernel = hooks
     scenario = plan.scenario
     end_us = run_end_us(scenario, until_us)
     wall0 = time.perf_counter()
@@ -298,6 +304,8 @@ async def _execute(
             scenario, network, seed=seed, rng=rng, tracer=tracer, store=store, speed=speed
         )
         kernel.progress = progress
+        if on_setup is not None:
+            on_setup(kernel)
         checking = OnlineChecking(kernel, make_checkers(scenario.invariants.enabled))
         tracer.record(0, "run", "", "", "start", {"scenario": scenario.name, "seed": seed})
         roles = list(plan.roles)

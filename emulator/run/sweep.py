@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.errors import InputError
+from emulator.liveness import LivenessWatch, stuck_summary
 from emulator.run.coverage import system_kind
 from emulator.run.pools import (
     ClusterSpec,
@@ -67,6 +68,9 @@ SEED_MAX = 2**63 - 1
 # How many violations of one seed the text output lists before "… and N more".
 LISTED_MAX = 10
 INTERNAL_ERROR = "internal-error"
+# A clean run in which work that could run after the final heal never did
+# (`emulator.liveness`): a finding of the campaign, as a violation is.
+STALLED = "stalled"
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ class SeedRun:
     """How one seed's run ended."""
 
     seed: int
-    status: str  # ok, violated, or internal-error
+    status: str  # ok, violated, stalled, or internal-error
     trace_hash: str | None = None
     # (trace position, emulated µs, invariant, message), as the run recorded them.
     violations: tuple[tuple[int, int, str, str], ...] = ()
@@ -104,18 +108,18 @@ class SweepResult:
 
     @property
     def violations(self) -> int:
-        """Invariant violations, counting each internal error as one."""
+        """Invariant violations, counting each internal error and each stalled run as one."""
         return sum(len(r.violations) or int(r.failed) for r in self.runs)
 
     def failures(self) -> list[dict[str, Any]]:
         """One entry per (seed, invariant): the first violation and how many there were."""
         out: list[dict[str, Any]] = []
         for run in self.runs:
-            if run.status == INTERNAL_ERROR:
+            if run.status in (INTERNAL_ERROR, STALLED):
                 out.append(
                     {
                         "seed": run.seed,
-                        "invariant": INTERNAL_ERROR,
+                        "invariant": "liveness" if run.status == STALLED else INTERNAL_ERROR,
                         "command": self.command(run.seed),
                         "message": run.error or "",
                         "count": 1,
@@ -156,6 +160,7 @@ class SweepResult:
             "violations": self.violations,
             "failures": self.failures(),
             "internal_errors": sum(r.status == INTERNAL_ERROR for r in self.runs),
+            "stalled": sum(r.status == STALLED for r in self.runs),
             "runs": [
                 {
                     "seed": r.seed,
@@ -218,7 +223,10 @@ def run_seed(ref: str | ScenarioRef, seed: int, workdir: str) -> SeedRun:
         scenario, text, source = _resolve(ref)
         plan = plan_run(scenario, text, source)
         found = Tally(system_kind(scenario.system))
-        result = asyncio.run(execute(plan, seed=seed, out=out, on_kernel=found.attach))
+        watch = LivenessWatch()
+        result = asyncio.run(
+            execute(plan, seed=seed, out=out, on_kernel=found.attach, on_setup=watch.attach)
+        )
     except Exception as error:  # a bug of ours: reported, not raised through the sweep
         return SeedRun(
             seed,
@@ -235,6 +243,10 @@ def run_seed(ref: str | ScenarioRef, seed: int, workdir: str) -> SeedRun:
         error = f"actor {first.describe()} (#{first.seq}, {format_us(first.t_us)})"
     elif status not in ("ok", "violated"):
         status, error = INTERNAL_ERROR, f"the run ended with status {result.status!r}"
+    elif status == "ok":
+        stuck = stuck_summary(watch.reports())
+        if stuck is not None:
+            status, error = STALLED, stuck
     if status == "ok":
         remove_run_files(out)
     return SeedRun(
@@ -410,6 +422,8 @@ def seed_lines(run: SeedRun, command: str) -> list[str]:
     ]
     if run.status == INTERNAL_ERROR:
         lines.append(f"  {INTERNAL_ERROR}: {run.error}")
+    elif run.status == STALLED:
+        lines.append(f"  liveness: {run.error}")
     for seq, t_us, invariant, message in run.violations[:LISTED_MAX]:
         lines.append(f"  VIOLATION {invariant} at #{seq} ({format_us(t_us)}): {message}")
     if len(run.violations) > LISTED_MAX:
@@ -423,10 +437,11 @@ def seed_lines(run: SeedRun, command: str) -> list[str]:
 def summary_lines(result: SweepResult) -> list[str]:
     clean = sum(not r.failed for r in result.runs)
     errors = sum(r.status == INTERNAL_ERROR for r in result.runs)
-    violated = len(result.runs) - clean - errors
+    stalled = sum(r.status == STALLED for r in result.runs)
+    violated = len(result.runs) - clean - errors - stalled
     lines = [
         f"{len(result.runs)} seeds: {clean} clean, {violated} with violations, "
-        f"{errors} internal errors; {result.violations} violation(s) in "
+        f"{stalled} stalled, {errors} internal errors; {result.violations} violation(s) in "
         f"{result.wall_s:.1f}s wall"
     ]
     failing = [str(r.seed) for r in result.runs if r.failed]

@@ -15,6 +15,8 @@ from typing import Any
 
 import msgspec
 
+from actors.cluster.scheduler import ClusterScheduler
+from actors.cluster.system import ClusterSystem
 from actors.common.cm.manager import ClusterManager
 from actors.common.messages import ExecutePlan, JobEnded, PlanResult
 from actors.demo.lease import Ack, LeaseCandidate
@@ -194,3 +196,46 @@ class RoomBlindService(MigrationService):
                 copies_repo.order, self.now_us, table, src, plan.region, 1, None, "on-demand", "W"
             )
         await self._replan()
+
+
+# ---- liveness ----------------------------------------------------------------------------------
+class IdleAfterTimeoutScheduler(ClusterScheduler):
+    """An offer its agent never answers leaves the job waiting for an arrival or an end.
+
+    The cluster scheduler before it decided again on a timed-out offer: a lone
+    job whose agent was paused across its offer then waited forever.
+    """
+
+    async def offer_timeout(self, msg: Any) -> None:
+        if self.offers.get(msg.job_id) == msg.offer_id:
+            del self.offers[msg.job_id]
+            a = self.accounts[msg.job_id]
+            if a.state == "offered" and await self._leading():
+                self._turned_down(a)
+
+
+def broken_cluster(kind: str, **classes: Any) -> str:
+    """Register the cluster system under `kind` with `scheduler=` or `cm=` replaced."""
+    register_system(ClusterSystem(kind, **classes))
+    return kind
+
+
+# One cluster job whose agent is paused across its offers (format `kind`): a
+# scheduler that waits for an arrival or an end after a timed-out offer never
+# runs it.
+STALLING = """name = "stall"
+duration = "2h"
+[system]
+kind = "{kind}"
+policy = "fifo"
+machines = 4
+gpus_per_machine = 4
+[system.workload]
+generator = "philly"
+philly = {{ arrivals = {{ rate_per_s = 0.1, num_jobs = 1 }} }}
+[[faults]]
+at = "0s"
+action = "pause"
+target = "a live cluster-job-agent"
+duration = "30s"
+"""

@@ -15,7 +15,12 @@ import pytest
 
 from actors.mast.system import MastSystem
 from emulator.registry import builtin_scenarios, load_plugins, register_actor, register_system
-from tests.support.broken import UnfencedCandidate
+from tests.support.broken import (
+    STALLING,
+    IdleAfterTimeoutScheduler,
+    UnfencedCandidate,
+    broken_cluster,
+)
 from tests.support.cli import run_cli
 
 load_plugins()
@@ -131,6 +136,33 @@ def test_a_seed_whose_run_crashes_is_an_internal_error_not_a_traceback(
     assert failure["seed"] == 2 and failure["invariant"] == "internal-error"
     assert "RuntimeError: boom in build" in failure["message"]
     assert failure["command"] == f"mastemu run {scenario} --seed 2"
+
+
+def test_a_seed_whose_work_never_runs_after_the_final_heal_is_stalled(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # One cluster job whose agent is paused across its offers, under a scheduler
+    # that, once an offer times out, waits for an arrival or an end to decide
+    # again: none comes, and the job never runs. Every invariant holds.
+    kind = broken_cluster("test-sweep-idle", scheduler=IdleAfterTimeoutScheduler)
+    scenario = tmp_path / "idle.toml"
+    scenario.write_text(STALLING.format(kind=kind))
+    code, report = sweep_json(
+        capsys, str(scenario), "--seeds", "1-2", "--jobs", "2", "--keep-dir", str(tmp_path)
+    )
+    assert code == 1 and report["stalled"] == 2 and report["internal_errors"] == 0
+    assert [r["status"] for r in report["runs"]] == ["stalled", "stalled"]
+    first = report["failures"][0]
+    assert first["invariant"] == "liveness" and first["db"]
+    assert (
+        "1 workload(s) never ran after the final heal at 30.000s: philly-0000" in first["message"]
+    )
+    # The real scheduler offers again at once: the same runs are clean.
+    scenario.write_text(STALLING.format(kind="cluster"))
+    code, report = sweep_json(
+        capsys, str(scenario), "--seeds", "1-2", "--jobs", "2", "--keep-dir", str(tmp_path)
+    )
+    assert code == 0 and report["stalled"] == 0
 
 
 # ---- bad input ------------------------------------------------------------------------

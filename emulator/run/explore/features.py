@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from emulator.liveness import LivenessWatch
 from emulator.run.coverage import system_kind
 from emulator.run.faults import LEADER_OF
 from emulator.run.pools import ship_db, worker_tempdir
@@ -191,14 +192,24 @@ def run_schedule(
     text = json.dumps(variant(raw, schedule, range(len(faults)), _inv(raw)))
     scenario = convert_scenario(parse_raw(text, "<explore>"), "<explore>")
     features = Features(system_kind(scenario.system))
+    watch = LivenessWatch()
     remove_run_files(db)
+    plan = plan_run(scenario, text, "<explore>")
     result = asyncio.run(
-        execute(plan_run(scenario, text, "<explore>"), seed=seed, out=db, on_kernel=features.attach)
+        execute(plan, seed=seed, out=db, on_kernel=features.attach, on_setup=watch.attach)
     )
+    failure = features.failure
+    if failure is None and result.status == "ok":
+        # Work that never ran after the final heal fails the run too; told apart
+        # by the state it was stuck in (a dispatch that never ends, a queue that
+        # never moves).
+        stuck = sorted({s.state for r in watch.reports() for s in r.stuck})
+        if stuck:
+            failure = ("liveness", f"stuck {'/'.join(stuck)}")
     return Outcome(
         features.signature(),
         dict(features.tally.counts),
-        features.failure,
+        failure,
         result.status,
         time.process_time() - cpu0,
         windows=features.windows.finish(features.now_us),
