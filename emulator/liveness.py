@@ -16,6 +16,7 @@ The emulator never imports the system, so judges arrive through
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -125,6 +126,17 @@ def judge_liveness(events: Iterable[TraceEvent]) -> list[LivenessReport]:
     for event in events:
         watch.observe(event)
     return watch.reports()
+
+
+def excusing(reports: list[LivenessReport], may_wait: Iterable[str]) -> list[LivenessReport]:
+    """`reports` with the units a scenario leaves waiting on purpose counted as waiting."""
+    allowed = frozenset(may_wait)
+    out = []
+    for r in reports:
+        kept = [s for s in r.stuck if s.id not in allowed]
+        waiting = r.waiting_ok + len(r.stuck) - len(kept)
+        out.append(dataclasses.replace(r, stuck=kept, waiting_ok=waiting))
+    return out
 
 
 def stuck_summary(reports: list[LivenessReport]) -> str | None:

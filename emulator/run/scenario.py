@@ -213,6 +213,12 @@ class InvariantsSpec(Spec, kw_only=True):
     # Exception types (class names) an actor may die on without failing the run:
     # for scenarios that exercise a deliberately broken component. Still reported.
     tolerate_errors: Annotated[list[Name], Meta(max_length=64)] = []
+    # Units of work (workload ids) the scenario leaves waiting on purpose (data a
+    # full region's storage cannot take): liveness counts them as waiting, not stuck.
+    may_wait: Annotated[list[Name], Meta(max_length=1024)] = []
+    # Campaigns (`sweep`, `explore`) fail a run whose work stalled after the final
+    # heal; off for a search that hunts one kind of failure only (`bench bugzoo`).
+    liveness: bool = True
 
 
 class Scenario(Spec, kw_only=True):

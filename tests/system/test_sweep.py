@@ -157,6 +157,18 @@ def test_a_seed_whose_work_never_runs_after_the_final_heal_is_stalled(
     assert (
         "1 workload(s) never ran after the final heal at 30.000s: philly-0000" in first["message"]
     )
+    # A scenario may say that a workload waits on purpose: then it is not stuck.
+    scenario.write_text(STALLING.format(kind=kind) + '[invariants]\nmay_wait = ["philly-0000"]\n')
+    code, report = sweep_json(
+        capsys, str(scenario), "--seeds", "1-1", "--jobs", "1", "--keep-dir", str(tmp_path)
+    )
+    assert code == 0 and report["stalled"] == 0
+    # Nor when the scenario asks campaigns not to judge liveness at all.
+    scenario.write_text(STALLING.format(kind=kind) + "[invariants]\nliveness = false\n")
+    code, report = sweep_json(
+        capsys, str(scenario), "--seeds", "1-1", "--jobs", "1", "--keep-dir", str(tmp_path)
+    )
+    assert code == 0 and report["stalled"] == 0
     # The real scheduler offers again at once: the same runs are clean.
     scenario.write_text(STALLING.format(kind="cluster"))
     code, report = sweep_json(

@@ -54,8 +54,9 @@ def search_scenario(bug: Bug) -> dict[str, Any]:
     """
     raw = family(ZOO_BY_NAME[bug.name])
     # Both searches stop a run at its first violation: what follows costs CPU
-    # and finds nothing more.
-    invariants = {**raw.get("invariants", {}), "stop_on_violation": True}
+    # and finds nothing more. They hunt the bug's violation: a stall (liveness)
+    # is not the bug found.
+    invariants = {**raw.get("invariants", {}), "stop_on_violation": True, "liveness": False}
     return {**raw, "name": f"zoo-{bug.name}", "invariants": invariants}
 
 
