@@ -75,3 +75,21 @@ def test_an_rms_that_keeps_failures_found_under_holds_is_caught(
     monkeypatch.setattr(negative_cache, "forget_held", lambda cache: cache)
     _, events = run(_holds_then_frees(), tmp_path, SEED)
     assert _first_outcome(events, "C") == ("none", ["negative_cache", "no_data"])
+
+
+def test_an_auction_opened_twice_by_a_duplicating_link_gets_one_bid_and_one_hold(
+    tmp_path: Path,
+) -> None:
+    # Every message is delivered twice, and a region has room for two plans of A.
+    # An RMS that planned again for the second AuctionOpen put a second plan under
+    # the first's hold keys: the award ended one hold, and the other kept its
+    # machines from every later bid for good (a workload that fit never ran).
+    raw = scenario([workload("A", "hi", 0, job(gpus=16))], duration="10m")
+    raw["system"]["auction"] = {"pipeline": 2, "hold_ttl": "30s"}
+    raw["faults"] = [{"action": "duplicate", "at": "0s", "duration": "10m", "probability": 1.0}]
+    result, events = run(raw, tmp_path, SEED)
+    assert result.violations == [] and result.actor_errors == []
+    holds = [(h["region"], h["auction"]) for h in decisions(events, "rms.hold")]
+    assert holds and len(holds) == len(set(holds))
+    ends = [(u["region"], u["auction"]) for u in decisions(events, "rms.unhold")]
+    assert sorted(ends) == sorted(holds)  # every hold ended, once
