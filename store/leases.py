@@ -32,13 +32,14 @@ if TYPE_CHECKING:
 
 @store_event("lease.acquire")
 async def acquire(
-    store: Store, role: str, candidate: str, now_us: int, ttl_us: int
+    store: Store, role: str, candidate: str, now_us: int, ttl_us: int, fresh: bool = False
 ) -> Lease | None:
     """Take or renew the lease of `role` for `candidate` until `now_us + ttl_us`.
 
     - no lease, or the lease expired at `now_us`: a new epoch (previous + 1,
       1 for a role never granted) goes to `candidate`;
-    - `candidate` holds a valid lease: renewed, same epoch;
+    - `candidate` holds a valid lease: renewed, same epoch; unless `fresh` (a
+      restarted candidate, which remembers nothing of what it led): a new epoch;
     - someone else holds a valid lease: None, nothing changes.
     """
     if ttl_us <= 0:
@@ -48,7 +49,7 @@ async def acquire(
     # of a run's lease calls.
     # The view mirrors every write of the run's only connection, so it is exact.
     known = store.leases.get(role)
-    if known is not None and now_us < known.expires_at_us:
+    if known is not None and now_us < known.expires_at_us and not fresh:
         if known.holder != candidate:
             return None
         # A renewal of a valid lease by its holder: the row matches the view,
@@ -74,6 +75,12 @@ async def acquire(
             holder, epoch, old_expires_at_us = row
             if now_us >= old_expires_at_us:
                 lease = await _grant_next_epoch(conn, role, candidate, epoch, now_us, expires_at_us)
+            elif holder == candidate and fresh:
+                # Its own lease, from before it restarted: a new term, so that what
+                # it numbers within an epoch (a GMS's scans) starts over unseen.
+                lease = await _grant_next_epoch(
+                    conn, role, candidate, epoch, now_us, expires_at_us, holder=candidate
+                )
             elif holder == candidate:
                 lease = await _renew(conn, role, candidate, epoch, now_us, expires_at_us)
             else:
@@ -90,8 +97,10 @@ async def _grant_next_epoch(
     old_epoch: int | None,
     now_us: int,
     expires_at_us: int,
+    holder: str | None = None,
 ) -> Lease | None:
-    # Inside acquire's transaction: the lease is absent or expired at now_us.
+    # Inside acquire's transaction: the lease is absent or expired at now_us (or
+    # held by `holder`, taking it over).
     if old_epoch is None:
         # Epochs continue the history even if a lease row was ever removed.
         rows = await conn.execute_fetchall(
@@ -109,8 +118,8 @@ async def _grant_next_epoch(
         # makes this match nothing instead of creating a second holder.
         cur = await conn.execute(
             "UPDATE leases SET holder = ?, epoch = ?, expires_at_us = ? "
-            "WHERE role = ? AND epoch = ? AND expires_at_us <= ?",
-            (candidate, epoch, expires_at_us, role, old_epoch, now_us),
+            "WHERE role = ? AND epoch = ? AND (expires_at_us <= ? OR holder = ?)",
+            (candidate, epoch, expires_at_us, role, old_epoch, now_us, holder),
         )
     if cur.rowcount != 1:
         return None

@@ -106,9 +106,14 @@ class LeaseHolder(Actor):
             # Not asking keeps a follower's polling to a timer.
             lease = None
         else:
-            lease = await self.store(
-                leases.acquire, self.role, self.address, self.now_us, self.timing.ttl
+            # An incarnation that never held the lease is a new term even if its
+            # predecessor's lease is still valid (`leases.acquire`'s `fresh`).
+            # (Passed only when set: the trace of every other acquire stays as it was.)
+            fresh = self.restarted and self.fence is None and self.ready_epoch is None
+            args = (self.role, self.address, self.now_us, self.timing.ttl) + (
+                (True,) if fresh else ()
             )
+            lease = await self.store(leases.acquire, *args)
         previous = self.fence
         if lease is None:
             if previous is not None:

@@ -78,7 +78,7 @@ def test_a_timed_fault_lasts_a_timeout_two_or_a_quarter_more_often_a_whole_role(
 def test_the_timeout_arm_finds_the_region_lost_bug_that_aimed_and_random_faults_miss(
     tmp_path: Path,
 ) -> None:
-    result = search(calm_witness(tmp_path, BUG, [BUG]), tmp_path / "found", 5, 120, first=True)
+    result = search(calm_witness(tmp_path, BUG, [BUG]), tmp_path / "found", 2, 120, first=True)
     (failure,) = result.failures
     assert failure.signature[0] == "auction"
     assert result.runs[-1].mutation == "timeout"
@@ -89,6 +89,6 @@ def test_the_timeout_arm_finds_the_region_lost_bug_that_aimed_and_random_faults_
 
 
 def test_without_the_bug_the_same_search_stays_clean(tmp_path: Path) -> None:
-    result = search(calm_witness(tmp_path, BUG, []), tmp_path / "clean", 5, 30)
+    result = search(calm_witness(tmp_path, BUG, []), tmp_path / "clean", 2, 30)
     assert result.failures == []
     assert any(r.mutation == "timeout" for r in result.runs)

@@ -75,7 +75,7 @@ actions = ["crash", "pause", "partition", "loss", "duplicate", "delay"]
 # ---- broken components are caught ------------------------------------------------
 @store_event("lease.acquire")
 async def greedy_acquire(
-    store: Store, role: str, candidate: str, now_us: int, ttl_us: int
+    store: Store, role: str, candidate: str, now_us: int, ttl_us: int, fresh: bool = False
 ) -> Lease:
     """BROKEN: grants the current epoch to anyone who asks (a lost compare-and-set)."""
     current = store.leases.get(role)

@@ -46,6 +46,17 @@ async def test_expired_holder_reacquires_with_new_epoch(store: Store) -> None:
     assert again is not None and again.epoch == 2
 
 
+async def test_a_restarted_holder_takes_its_valid_lease_as_a_new_epoch(store: Store) -> None:
+    await leases.acquire(store, ROLE, "a", 0, TTL)
+    # Restarted within its TTL: a new term (what it led, it no longer remembers).
+    again = await leases.acquire(store, ROLE, "a", 1_000_000, TTL, True)
+    assert again == Lease(ROLE, "a", 2, 1_000_000 + TTL)
+    assert await leases.acquire(store, ROLE, "a", 2_000_000, TTL) == Lease(ROLE, "a", 2, 12_000_000)
+    # Someone else's valid lease stays theirs, fresh or not.
+    assert await leases.acquire(store, ROLE, "b", 3_000_000, TTL, True) is None
+    assert [g.epoch for g in await leases.history(store, ROLE)] == [1, 2]
+
+
 async def test_roles_are_independent(store: Store) -> None:
     assert (await leases.acquire(store, "gms", "gms/0", 0, TTL)) is not None
     got = await leases.acquire(store, ROLE, "gms/0", 0, TTL)
