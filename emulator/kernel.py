@@ -235,6 +235,9 @@ class Kernel:
             self.tracer.record(self.now_us, "restart-deferred", "", slot.address, "", slot.host)
             return
         slot.awaiting_host = False
+        if slot.state == EXITED and slot.instance is None:
+            # A forgotten actor started again (a `restart` fault): on its host again.
+            self._by_host[slot.host].append(slot)
         inst = slot.factory()
         slot.instance = inst
         slot.coro = inst.attach(self, slot)

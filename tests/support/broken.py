@@ -198,6 +198,13 @@ class RoomBlindService(MigrationService):
         await self._replan()
 
 
+class RaisingRMS(RegionalScheduler):
+    """Dies on an exception of its own at every scan start (a bug, not a fault)."""
+
+    async def scan_start(self, msg: Any) -> None:
+        raise RuntimeError("broken on purpose")
+
+
 # ---- liveness ----------------------------------------------------------------------------------
 class IdleAfterTimeoutScheduler(ClusterScheduler):
     """An offer its agent never answers leaves the job waiting for an arrival or an end.

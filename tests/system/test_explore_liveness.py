@@ -1,11 +1,17 @@
-"""explore: a run whose work never runs after the final heal is a failure, as a violation is."""
+"""explore: a stalled run, or an actor dying on its own exception, fails as a violation does."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from emulator.registry import load_plugins
-from tests.support.broken import STALLING, IdleAfterTimeoutScheduler, broken_cluster
+from emulator.registry import builtin_scenarios, load_plugins
+from tests.support.broken import (
+    STALLING,
+    IdleAfterTimeoutScheduler,
+    RaisingRMS,
+    broken_cluster,
+    broken_system,
+)
 from tests.support.explore import search
 
 load_plugins()
@@ -23,3 +29,14 @@ def test_a_stalled_run_is_a_failure_written_once(tmp_path: Path) -> None:
     # The real scheduler: the same search finds nothing.
     path.write_text(STALLING.format(kind="cluster"))
     assert search(path, tmp_path / "ok", seed=1, runs=3).failures == []
+
+
+def test_an_actor_that_dies_on_its_own_exception_is_a_failure(tmp_path: Path) -> None:
+    kind = broken_system("test-explore-raising", rms=RaisingRMS)
+    text = builtin_scenarios()["quickstart"].read_text()
+    path = tmp_path / "raising.toml"
+    path.write_text(text.replace('kind = "mast"', f'kind = "{kind}"', 1).replace('"6h"', '"20m"'))
+    out = search(path, tmp_path / "ex", seed=1, runs=2, first=True)
+    (failure,) = out.failures
+    assert failure.signature == ("actor-error", "RuntimeError in rms")
+    assert failure.run == 1 and Path(failure.scenario).is_file()

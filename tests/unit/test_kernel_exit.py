@@ -7,7 +7,7 @@ import asyncio
 import msgspec
 
 from emulator.actor import Actor, on
-from emulator.kernel import EXITED, Kernel
+from emulator.kernel import DOWN, EXITED, Kernel
 from emulator.units import S
 from tests.support.harness import make_kernel, record, spawn
 
@@ -80,3 +80,16 @@ def test_a_forgotten_actor_lets_its_instance_go_and_a_kept_one_does_not() -> Non
     assert kept.instance("leaver").handled == 1  # type: ignore[union-attr]
     assert forgot.instance("leaver") is None
     assert not forgot.actor("leaver").mailbox  # type: ignore[union-attr]
+
+
+def test_a_forgotten_actor_started_again_is_on_its_host_and_may_exit_again() -> None:
+    k, _ = _run(Forgotten)  # exited at 1 s
+    k.restart("leaver")  # as a `restart` fault, or the final heal, does
+    asyncio.run(k.run(11 * S))
+    slot = k.actor("leaver")
+    assert slot is not None and slot.state not in (DOWN, EXITED)
+    k.set_host_state("west/ctl0", False)  # a live actor on a failed host crashes
+    assert slot.state == DOWN
+    k.set_host_state("west/ctl0", True)
+    asyncio.run(k.run(30 * S))  # back with its host; its own timer ends it again
+    assert slot.state == EXITED and k.instance("leaver") is None

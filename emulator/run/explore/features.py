@@ -185,7 +185,7 @@ def run_schedule(
     raw: dict[str, Any], heal_at_us: int | None, seed: int, faults: tuple[Fault, ...], db: Path
 ) -> Outcome:
     """Run the scenario with exactly these faults into `db`; what the search learns of it."""
-    from emulator.run.runner import execute, plan_run
+    from emulator.run.runner import execute, failing_errors, plan_run
 
     cpu0 = time.process_time()
     schedule = Schedule(list(faults), heal_at_us)
@@ -195,10 +195,19 @@ def run_schedule(
     watch = LivenessWatch()
     remove_run_files(db)
     plan = plan_run(scenario, text, "<explore>")
-    result = asyncio.run(
-        execute(plan, seed=seed, out=db, on_kernel=features.attach, on_setup=watch.attach)
-    )
+    try:
+        result = asyncio.run(
+            execute(plan, seed=seed, out=db, on_kernel=features.attach, on_setup=watch.attach)
+        )
+    except Exception as error:  # a bug of the emulator's: this run's failure, not the search's
+        bug = ("internal-error", type(error).__name__)
+        return Outcome(features.signature(), {}, bug, "internal-error", time.process_time() - cpu0)
     failure = features.failure
+    errors = failing_errors(result.actor_errors, scenario.invariants.tolerate_errors)
+    if failure is None and errors:
+        # An actor that died on an exception of its own is a bug found, as a violation is.
+        first = errors[0]
+        failure = ("actor-error", f"{first.error} in {first.address.split('/', 1)[0]}")
     if failure is None and result.status == "ok" and scenario.invariants.liveness:
         # Work that never ran after the final heal fails the run too; told apart
         # by the state it was stuck in (a dispatch that never ends, a queue that
