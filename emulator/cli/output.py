@@ -85,10 +85,13 @@ def actor_error_lines(errors: Sequence[Any], status: str, shown_max: int = 5) ->
     return lines
 
 
-def print_summary(result: Any, ref: str, system: Sequence[tuple[str, str]] = ()) -> None:
+def print_summary(
+    result: Any, ref: str, system: Sequence[tuple[str, str]] = (), stuck: Sequence[str] = ()
+) -> None:
     """The end of `run` and `resume`, for a person: how the run went, what its system did
-    (`system`: the reporter's `summary` rows), what to run next, and last the trace
-    hash (`trace-hash: HEX`, which tools parse)."""
+    (`system`: the reporter's `summary` rows), the work that never ran after the final
+    heal (`stuck`: liveness lines), what to run next, and last the trace hash
+    (`trace-hash: HEX`, which tools parse)."""
     # "events" are trace events, as replay/check/export count them; "steps" are
     # the kernel's heap events (a delivery is one of each; a store write only a trace event).
     rate = result.trace_events / result.wall_s if result.wall_s > 0 else 0.0
@@ -113,6 +116,8 @@ def print_summary(result: Any, ref: str, system: Sequence[tuple[str, str]] = ())
     for seq, t_us, invariant, message in result.violations[:20]:
         print(f"VIOLATION {invariant} at #{seq} ({format_us(t_us)}): {message}")
     for line in actor_error_lines(result.actor_errors, result.status):
+        print(line)
+    for line in stuck:
         print(line)
     if getattr(result, "cut_short", False):
         print(

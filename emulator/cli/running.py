@@ -24,6 +24,7 @@ from emulator.cli.output import (
 )
 from emulator.cli.reading import reporter_for, system_summary
 from emulator.errors import InputError, InputWarning
+from emulator.liveness import LivenessWatch, excusing, liveness_lines
 from emulator.run.overrides import parse_assignment, set_path
 from emulator.run.scenario import Scenario, convert_scenario, parse_raw, resolve_scenario
 from emulator.units import format_us
@@ -55,6 +56,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         int(scenario.duration) if args.until is None else min(args.until, int(scenario.duration))
     )
     show = not args.no_progress and sys.stderr.isatty()
+    watch = LivenessWatch()
     with Progress(show, end_us) as progress:
         result = asyncio.run(
             execute(
@@ -67,9 +69,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                 handle_signals=True,
                 replace=args.force,
                 command=args.command_line,
+                on_setup=watch.attach,
             )
         )
-    print_summary(result, args.scenario, system_summary(out))
+    # Only work that is stuck is told here (as `check` tells it, exit code unchanged).
+    verdicts = excusing(watch.reports(), scenario.invariants.may_wait)
+    stuck = liveness_lines(verdicts) if any(r.stuck for r in verdicts) else []
+    print_summary(result, args.scenario, system_summary(out), stuck)
     return run_exit_code(result)
 
 
