@@ -114,29 +114,32 @@ class LivenessWatch:
             for kind in {*self.by_kind, "fault", "run"}:
                 kernel.tracer.subscribe(kind, self.observe)
 
-    def reports(self) -> list[LivenessReport]:
-        """The verdicts of the judges with one, at the end of what was observed."""
-        reports = [judge.report(self.heal_us, self.end_us) for judge in self.judges]
-        return [r for r in reports if r is not None]
+    def reports(self, may_wait: Iterable[str] = ()) -> list[LivenessReport]:
+        """The verdicts of the judges with one, at the end of what was observed.
+
+        The units of `may_wait` (a scenario's `invariants.may_wait`: left waiting
+        on purpose) count as waiting, not stuck.
+        """
+        allowed = frozenset(may_wait)
+        out = []
+        for judge in self.judges:
+            r = judge.report(self.heal_us, self.end_us)
+            if r is None:
+                continue
+            kept = [s for s in r.stuck if s.id not in allowed]
+            excused = len(r.stuck) - len(kept)
+            out.append(dataclasses.replace(r, stuck=kept, waiting_ok=r.waiting_ok + excused))
+        return out
 
 
-def judge_liveness(events: Iterable[TraceEvent]) -> list[LivenessReport]:
+def judge_liveness(
+    events: Iterable[TraceEvent], may_wait: Iterable[str] = ()
+) -> list[LivenessReport]:
     """Run every registered judge over a whole history; verdicts of those with one."""
     watch = LivenessWatch()
     for event in events:
         watch.observe(event)
-    return watch.reports()
-
-
-def excusing(reports: list[LivenessReport], may_wait: Iterable[str]) -> list[LivenessReport]:
-    """`reports` with the units a scenario leaves waiting on purpose counted as waiting."""
-    allowed = frozenset(may_wait)
-    out = []
-    for r in reports:
-        kept = [s for s in r.stuck if s.id not in allowed]
-        waiting = r.waiting_ok + len(r.stuck) - len(kept)
-        out.append(dataclasses.replace(r, stuck=kept, waiting_ok=waiting))
-    return out
+    return watch.reports(may_wait)
 
 
 def stuck_summary(reports: list[LivenessReport]) -> str | None:

@@ -24,7 +24,7 @@ from emulator.cli.output import (
 )
 from emulator.cli.reading import reporter_for, system_summary
 from emulator.errors import InputError, InputWarning
-from emulator.liveness import LivenessWatch, excusing, liveness_lines
+from emulator.liveness import LivenessWatch, liveness_lines
 from emulator.run.overrides import parse_assignment, set_path
 from emulator.run.scenario import Scenario, convert_scenario, parse_raw, resolve_scenario
 from emulator.units import format_us
@@ -73,7 +73,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             )
         )
     # Only work that is stuck is told here (as `check` tells it, exit code unchanged).
-    verdicts = excusing(watch.reports(), scenario.invariants.may_wait)
+    verdicts = watch.reports(scenario.invariants.may_wait)
     stuck = liveness_lines(verdicts) if any(r.stuck for r in verdicts) else []
     print_summary(result, args.scenario, system_summary(out), stuck)
     return run_exit_code(result)

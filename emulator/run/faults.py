@@ -42,14 +42,11 @@ from emulator.run.scenario import (
     UpFault,
     node_of,
 )
-from emulator.run.targets import instance_role, split_target
+from emulator.run.targets import LEADER_OF, instance_role, split_target
 from emulator.units import MS
 
 if TYPE_CHECKING:
     from emulator.kernel import Kernel
-
-LEADER_OF = "leader of "
-LIVE = "a live "
 
 
 FAULT_CRASH_PREFIX = "fault #"

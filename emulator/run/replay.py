@@ -16,7 +16,7 @@ import msgspec
 from emulator.errors import InputError
 from emulator.invariants import check_events, make_checkers
 from emulator.kernel import ActorError
-from emulator.liveness import excusing, judge_liveness, liveness_lines
+from emulator.liveness import judge_liveness, liveness_lines
 from emulator.registry import EXPORTERS, Exporter, load_plugins
 from emulator.run.chrome import GenericExport, write_chrome
 from emulator.run.coverage import system_kind
@@ -200,7 +200,7 @@ async def check(db: Path, out: TextIO | None = None, *, as_json: bool = False) -
     errors = actor_errors(events)
     failing = failing_errors(errors, scenario.invariants.tolerate_errors)
     reproduce = f"mastemu run {meta.scenario_name} --seed {meta.seed}"
-    verdicts = excusing(judge_liveness(events), scenario.invariants.may_wait)
+    verdicts = judge_liveness(events, scenario.invariants.may_wait)
     system = system_kind(scenario.system)
     cover = merge([tally(events, system)], catalogue(system))
     failed = bool(found or failing)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.errors import InputError
-from emulator.liveness import LivenessWatch, excusing, stuck_summary
+from emulator.liveness import LivenessWatch, stuck_summary
 from emulator.run.coverage import system_kind
 from emulator.run.pools import (
     ClusterSpec,
@@ -244,7 +244,7 @@ def run_seed(ref: str | ScenarioRef, seed: int, workdir: str) -> SeedRun:
     elif status not in ("ok", "violated"):
         status, error = INTERNAL_ERROR, f"the run ended with status {result.status!r}"
     elif status == "ok" and scenario.invariants.liveness:
-        stuck = stuck_summary(excusing(watch.reports(), scenario.invariants.may_wait))
+        stuck = stuck_summary(watch.reports(scenario.invariants.may_wait))
         if stuck is not None:
             status, error = STALLED, stuck
     if status == "ok":

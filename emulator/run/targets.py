@@ -28,13 +28,16 @@ from collections.abc import Callable, Iterable
 from emulator.actor import actor_kinds
 from emulator.registry import load_plugins
 
+# The prefixes code writes targets with (explore's aimed and worker faults).
+LEADER_OF = "leader of "
+LIVE = "a live "
 TARGET_FORMS = {
-    "leader of ": "leader",
+    LEADER_OF: "leader",
     "a follower of ": "follower",
     "a minority of ": "minority",
     "all of ": "all",
     "region ": "region",
-    "a live ": "live",
+    LIVE: "live",
 }
 # What follows each form's prefix, as an error message names it.
 PLACEHOLDER = {"region": "NAME", "live": "KIND"}
@@ -70,8 +73,9 @@ def check_target(
     fail: Callable[[str, str], None],
 ) -> None:
     """An actor target names an actor, a role (with instances `ROLE/N` unless
-    it asks for the leader: `roles` is (every role, those with instances)), or
-    a region."""
+    it asks for the leader: `roles` is (every role, those with instances)), a
+    region, or a kind of actor (of any Actor class loaded, the systems' own
+    included)."""
     split = split_target(target)
     if split is None:
         if target not in addresses:

@@ -27,8 +27,8 @@ from emulator.run.explore.search import (
     Member,
 )
 from emulator.run.explore.space import front_load, length_field
-from emulator.run.faults import LEADER_OF
 from emulator.run.scenario import CrashFault, PauseFault
+from emulator.run.targets import LEADER_OF
 from emulator.units import MIN, Duration, S
 from tests.support.explore import calm_witness, one_run_explorer, search
 

@@ -57,7 +57,7 @@ def _run(cls: type[Leaver]) -> tuple[Kernel, list[tuple[int, str, str, str]]]:
     k.at(7 * S, k.set_host_state, "west/ctl0", False)
     k.at(8 * S, k.set_host_state, "west/ctl0", True)
     asyncio.run(k.run(10 * S))
-    seen = [(e.t_us, e.kind, e.dst, e.type) for e in events if "sender" not in (e.dst,)]
+    seen = [(e.t_us, e.kind, e.dst, e.type) for e in events if e.dst != "sender"]
     return k, seen
 
 

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from emulator.liveness import LivenessWatch, excusing
+from emulator.liveness import LivenessWatch
 from emulator.run.coverage import system_kind
-from emulator.run.faults import LEADER_OF
 from emulator.run.pools import ship_db, worker_tempdir
 from emulator.run.runner import remove_run_files
 from emulator.run.scenario import (
@@ -23,7 +22,7 @@ from emulator.run.scenario import (
     parse_raw,
 )
 from emulator.run.shrink import Schedule, variant
-from emulator.run.targets import instance_role
+from emulator.run.targets import LEADER_OF, instance_role
 from emulator.sometimes import (
     KINDS,
     Tally,
@@ -212,7 +211,7 @@ def run_schedule(
         # Work that never ran after the final heal fails the run too; told apart
         # by the state it was stuck in (a dispatch that never ends, a queue that
         # never moves).
-        reports = excusing(watch.reports(), scenario.invariants.may_wait)
+        reports = watch.reports(scenario.invariants.may_wait)
         stuck = sorted({s.state for r in reports for s in r.stuck})
         if stuck:
             failure = ("liveness", f"stuck {'/'.join(stuck)}")

@@ -201,9 +201,8 @@ def fresh_schedule(plan: Any, space: FaultSpace, seed: int) -> tuple[Fault, ...]
 def fault_space(plan: Any, seed: int, schedule: Schedule) -> FaultSpace:
     """What the scenario's world and roles allow, over the span its faults may use."""
     from emulator.net.topology import Topology
-    from emulator.run.faults import LEADER_OF, LIVE
     from emulator.run.runner import build_system
-    from emulator.run.targets import instance_role
+    from emulator.run.targets import LEADER_OF, LIVE, instance_role
 
     scenario: Scenario = plan.scenario
     build = build_system(plan, seed)
