@@ -332,7 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     shrink.add_argument("db", type=Path, metavar="RUN.db", help="the failing run's database")
     shrink.add_argument("--out", type=Path, metavar="FILE", help="default: RUN.min.toml")
-    shrink.add_argument("--invariant", help="the violation to keep (default: the first)")
+    shrink.add_argument(
+        "--invariant",
+        help="the failure to keep: an invariant, actor-error or liveness (default: the first)",
+    )
     shrink.add_argument(
         "--runs-max", type=job_count, default=200, metavar="N", help="re-runs at most (200)"
     )

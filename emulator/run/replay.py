@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -15,12 +15,11 @@ import msgspec
 
 from emulator.errors import InputError
 from emulator.invariants import check_events, make_checkers
-from emulator.kernel import ActorError
 from emulator.liveness import judge_liveness, liveness_lines
 from emulator.registry import EXPORTERS, Exporter, load_plugins
 from emulator.run.chrome import GenericExport, write_chrome
 from emulator.run.coverage import system_kind
-from emulator.run.runner import failing_errors
+from emulator.run.failures import actor_errors, failing_errors
 from emulator.run.scenario import decode_scenario, parse_raw
 from emulator.run.stepper import status_for, step_through
 from emulator.sometimes import catalogue, coverage_json, coverage_lines, merge, tally
@@ -251,12 +250,3 @@ async def check(db: Path, out: TextIO | None = None, *, as_json: bool = False) -
     for line in coverage_lines(cover, 1, unit="run"):
         out.write(line + "\n")
     return 1 if failed else 0
-
-
-def actor_errors(events: Iterable[TraceEvent]) -> list[ActorError]:
-    """The actors that died on exceptions of their own, from a recorded trace."""
-    return [
-        ActorError(e.seq, e.t_us, e.dst, e.payload["error"], e.payload["message"])
-        for e in events
-        if e.kind == "actor-error"
-    ]

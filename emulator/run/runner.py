@@ -21,7 +21,7 @@ import os
 import signal
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -47,6 +47,7 @@ from emulator.registry import (
 )
 from emulator.rng import RngStreams
 from emulator.run.collector import run_collector
+from emulator.run.failures import failing_errors
 from emulator.run.faults import FaultInjector, nemesis_schedule
 from emulator.run.scenario import Fault, Scenario, check_references, decode_params
 from emulator.trace import Tracer
@@ -464,11 +465,6 @@ def arm_kill_switch(kernel: Kernel) -> None:
     t_us = kill_at_us()
     if t_us is not None and t_us >= kernel.now_us:
         kernel.at(t_us, kernel.request_stop, KILLED)
-
-
-def failing_errors(errors: Iterable[ActorError], tolerated: Collection[str]) -> list[ActorError]:
-    """The actor errors that fail a run: all but those of a tolerated exception type."""
-    return [e for e in errors if e.error not in tolerated]
 
 
 def ending_status(kernel: Kernel, tolerated: Collection[str]) -> str:

@@ -17,6 +17,13 @@ start over from whatever still fails. Every candidate is checked by a real
 run with only the target invariant enabled, stopping at its first violation;
 the file written at the end enables the original invariants and is verified
 once more exactly as `mastemu run FILE` runs it.
+
+A run that broke no invariant may still have failed: an actor died on an
+exception of its own (`actor-error`), or work never ran after the final heal
+(`liveness`; `emulator.run.failures`). Such a failure is shrunk the same
+way, with no checker enabled, and a candidate keeps it only if it fails
+with the same detail (the same exception in the same kind of actor, work
+stuck in the same states), so the reproducer shows the bug the run showed.
 """
 
 from __future__ import annotations
@@ -35,7 +42,9 @@ from typing import Any, TextIO
 import msgspec
 
 from emulator.errors import InputError
-from emulator.run.scenario import Fault, convert_scenario, parse_raw
+from emulator.run import failures
+from emulator.run.scenario import Fault, convert_scenario, decode_scenario, parse_raw
+from emulator.trace import TraceEvent
 from emulator.units import MIN, Duration, H, S, parse_duration_us
 from store import Store, StoreError
 from store.runs import RunMeta, get_run_meta, list_violations
@@ -54,6 +63,11 @@ class Schedule:
 
 
 # ---- reading the failing run ---------------------------------------------------
+# What a run failed of: an invariant (detail None: any violation of it counts), or
+# one of `failures.KINDS` with the detail that tells that failure apart.
+Target = tuple[str, str | None]
+
+
 async def read_run(db: Path) -> tuple[RunMeta, list[tuple[int, int, str, str]]]:
     """The run's metadata and its violations (from the trace if it never finished)."""
     if not db.is_file():
@@ -74,6 +88,39 @@ async def read_run(db: Path) -> tuple[RunMeta, list[tuple[int, int, str, str]]]:
     finally:
         await store.close()
     return meta, found
+
+
+async def read_other_failures(db: Path, meta: RunMeta) -> list[tuple[str, str]]:
+    """How the stored run failed besides its violations, judged from its trace."""
+    from emulator.liveness import judge_liveness
+
+    invariants = decode_scenario(meta.scenario_text, f"{db} (stored scenario)").invariants
+    store = await Store.open(db)
+    try:
+        events = [
+            TraceEvent(row.seq, row.t_us, row.kind, row.src, row.dst, row.type, row.payload)
+            async for row in iter_trace(store)
+        ]
+    finally:
+        await store.close()
+    return failures.beyond_invariants(
+        failures.actor_errors(events),
+        meta.status,
+        invariants,
+        lambda may_wait: judge_liveness(events, may_wait),
+    )
+
+
+def holds(found: dict[str, str | None], target: Target) -> bool:
+    """Did a run that failed as `found` (kind → detail) fail as `target`?"""
+    kind, detail = target
+    return kind in found and (detail is None or found[kind] == detail)
+
+
+def describe(target: Target) -> str:
+    """`violates gang`, `fails with actor-error (RuntimeError in rms)`."""
+    kind, detail = target
+    return f"violates {kind}" if detail is None else f"fails with {kind} ({detail})"
 
 
 # ---- the schedule the run had --------------------------------------------------------
@@ -243,7 +290,7 @@ class Shrinker:
         raw: dict[str, Any],
         schedule: Schedule,
         seed: int,
-        invariant: str,
+        target: Target,
         workdir: Path,
         runs_max: int,
         log: TextIO,
@@ -251,7 +298,7 @@ class Shrinker:
         self.raw = raw
         self.schedule = schedule
         self.seed = seed
-        self.invariant = invariant
+        self.target = target
         self.workdir = workdir
         self.runs_max = runs_max
         self.runs = 0
@@ -262,26 +309,43 @@ class Shrinker:
         return self.runs < self.runs_max
 
     def fails(self, keep: list[int]) -> bool:
-        """Does the run with only these faults still violate the invariant?"""
+        """Does the run with only these faults still fail as the target?"""
         key = tuple(keep)
         if key not in self._seen:
             self.runs += 1
-            quick = {"enabled": [self.invariant], "stop_on_violation": True}
+            kind, _ = self.target
+            # Only the target's checker, stopping at its first violation; none for a
+            # failure no invariant names (its run must reach its end to be judged).
+            quick = dict(self.raw.get("invariants", {}))
+            quick["enabled"] = [] if kind in failures.KINDS else [kind]
+            quick["stop_on_violation"] = kind not in failures.KINDS
             text = json.dumps(variant(self.raw, self.schedule, keep, quick))
-            self._seen[key] = self.invariant in run_text(text, "candidate", self.seed, self.workdir)
-            verdict = "still violates " + self.invariant if self._seen[key] else "clean"
+            found = run_text(text, "candidate", self.seed, self.workdir)
+            self._seen[key] = holds(found, self.target)
+            verdict = "still " + describe(self.target) if self._seen[key] else "clean"
             print(f"run {self.runs}: {len(keep)} fault(s): {verdict}", file=self.log)
         return self._seen[key]
 
 
-def run_text(text: str, source: str, seed: int, workdir: Path) -> set[str]:
-    """The invariants one run of this scenario text violates."""
+def run_text(text: str, source: str, seed: int, workdir: Path) -> dict[str, str | None]:
+    """How one run of this scenario text failed: each invariant it violated (detail
+    None), and each failure of `failures.KINDS` with its detail."""
+    from emulator.liveness import LivenessWatch
     from emulator.run.runner import execute, plan_run
 
     scenario = convert_scenario(parse_raw(text, source), source)
     plan = plan_run(scenario, text, source)
-    result = asyncio.run(execute(plan, seed=seed, out=workdir / "candidate.db"))
-    return {v[2] for v in result.violations}
+    watch = LivenessWatch()
+    result = asyncio.run(
+        execute(plan, seed=seed, out=workdir / "candidate.db", on_setup=watch.attach)
+    )
+    found: dict[str, str | None] = {v[2]: None for v in result.violations}
+    others = failures.beyond_invariants(
+        result.actor_errors, result.status, scenario.invariants, watch.reports
+    )
+    for kind, detail in others:
+        found.setdefault(kind, detail)
+    return found
 
 
 # ---- the command ----------------------------------------------------------------------
@@ -300,13 +364,22 @@ def shrink_run(
     """
     out = out or sys.stdout
     meta, violations = asyncio.run(read_run(db))
-    if not violations:
-        print(f"{db}: the run ({meta.status}) violated no invariant: nothing to shrink", file=out)
+    found: dict[str, str | None] = {v[2]: None for v in violations}
+    if not found or invariant in failures.KINDS:
+        for kind, detail in asyncio.run(read_other_failures(db, meta)):
+            found.setdefault(kind, detail)
+    if not found:
+        print(
+            f"{db}: the run ({meta.status}) violated no invariant and failed no other way: "
+            "nothing to shrink",
+            file=out,
+        )
         return EXIT_NOTHING_TO_SHRINK
-    invariant = invariant or violations[0][2]
-    if invariant not in {v[2] for v in violations}:
-        found = ", ".join(sorted({v[2] for v in violations}))
-        raise InputError("--invariant", "", f"{invariant!r} was not violated (found: {found})")
+    invariant = invariant or next(iter(found))
+    if invariant not in found:
+        named = ", ".join(sorted(found))
+        raise InputError("--invariant", "", f"{invariant!r} was not violated (found: {named})")
+    goal: Target = (invariant, found[invariant])
     source = f"{db} (stored scenario)"
     raw = parse_raw(meta.scenario_text, source)
     target = target or db.with_suffix(".min.toml")
@@ -316,15 +389,15 @@ def shrink_run(
     schedule = materialise(plan, meta.seed)
     everything = list(range(len(schedule.faults)))
     print(
-        f"shrinking {db}: {invariant} violated with seed {meta.seed}; "
+        f"shrinking {db}: {describe(goal)} with seed {meta.seed}; "
         f"{len(everything)} fault(s) in its schedule",
         file=out,
     )
     with tempfile.TemporaryDirectory(prefix="mastemu-shrink-") as tmp:
-        shrinker = Shrinker(raw, schedule, meta.seed, invariant, Path(tmp), runs_max, out)
+        shrinker = Shrinker(raw, schedule, meta.seed, goal, Path(tmp), runs_max, out)
         if not shrinker.fails(everything):
             print(
-                f"{db}: the materialised schedule no longer violates {invariant} "
+                f"{db}: the materialised schedule no longer {describe(goal)} "
                 "(a different mastemu version, or a fault target chosen at random when it "
                 "fires?): nothing written",
                 file=out,
@@ -334,7 +407,7 @@ def shrink_run(
         if not shrinker.budget():
             print(f"stopped after {shrinker.runs} runs (--runs-max)", file=out)
         try:
-            text = reproducer(raw, schedule, keep, meta, invariant, db)
+            text = reproducer(raw, schedule, keep, meta, goal, db)
         except TypeError as error:  # a JSON scenario holding something TOML cannot say
             raise InputError(source, "", str(error)) from None
         try:
@@ -343,8 +416,8 @@ def shrink_run(
         except OSError as error:
             raise InputError(str(target), "", f"cannot write: {error.strerror or error}") from None
         # Exactly what the user will run: the file as written, its own seed.
-        if invariant not in run_text(text, str(target), meta.seed, Path(tmp)):
-            print(f"{target}: written, but it does not reproduce {invariant}", file=out)
+        if not holds(run_text(text, str(target), meta.seed, Path(tmp)), goal):
+            print(f"{target}: written, but it no longer {describe(goal)}", file=out)
             return EXIT_NOTHING_TO_SHRINK
     print(f"faults: {len(everything)} before, {len(keep)} after ({shrinker.runs} runs)", file=out)
     print(f"wrote {target}", file=out)
@@ -357,7 +430,7 @@ def reproducer(
     schedule: Schedule,
     keep: list[int],
     meta: RunMeta,
-    invariant: str,
+    target: Target,
     db: Path,
 ) -> str:
     """The minimal scenario as TOML: original invariants, its own name and the run's seed."""
@@ -366,12 +439,12 @@ def reproducer(
     result["name"] = f"{raw.get('name', meta.scenario_name)}-min"
     result["seed"] = meta.seed
     result["description"] = (
-        f"Minimal reproducer of a {invariant} violation (seed {meta.seed}), shrunk from "
+        f"Minimal reproducer of a run that {describe(target)} (seed {meta.seed}), shrunk from "
         f"{db}. The original: {raw.get('description', '')}"
     ).strip()
     header = [
         f"Shrunk by `mastemu shrink {db}`: {len(keep)} of {len(schedule.faults)} faults,",
-        f"still violates {invariant} with seed {meta.seed}.",
+        f"still {describe(target)} with seed {meta.seed}.",
     ]
     return to_toml(result, header)
 

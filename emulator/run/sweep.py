@@ -34,6 +34,7 @@ from typing import Any
 from emulator.errors import InputError
 from emulator.liveness import LivenessWatch, stuck_summary
 from emulator.run.coverage import system_kind
+from emulator.run.failures import failing_errors
 from emulator.run.pools import (
     ClusterSpec,
     ScenarioRef,
@@ -43,13 +44,7 @@ from emulator.run.pools import (
     ship_db,
     worker_tempdir,
 )
-from emulator.run.runner import (
-    check_replaceable,
-    execute,
-    failing_errors,
-    plan_run,
-    remove_run_files,
-)
+from emulator.run.runner import check_replaceable, execute, plan_run, remove_run_files
 from emulator.run.scenario import Scenario, decode_scenario, resolve_scenario
 from emulator.sometimes import (
     Coverage,

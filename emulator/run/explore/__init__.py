@@ -58,7 +58,8 @@ gives the same corpus, the same failures and the same files every time. A
 budget in time stops after the run that crossed it.
 
 A violation is de-duplicated by its signature (the invariant and the
-decision type that came just before it) and each distinct one is shrunk
+decision type that came just before it), a run failed otherwise by its
+kind and detail (`emulator.run.failures`), and each distinct one is shrunk
 (`emulator.run.shrink`) and written once as a minimal scenario.
 """
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from emulator.liveness import LivenessWatch
 from emulator.run.coverage import system_kind
+from emulator.run.failures import beyond_invariants
 from emulator.run.pools import ship_db, worker_tempdir
 from emulator.run.runner import remove_run_files
 from emulator.run.scenario import (
@@ -184,7 +185,7 @@ def run_schedule(
     raw: dict[str, Any], heal_at_us: int | None, seed: int, faults: tuple[Fault, ...], db: Path
 ) -> Outcome:
     """Run the scenario with exactly these faults into `db`; what the search learns of it."""
-    from emulator.run.runner import execute, failing_errors, plan_run
+    from emulator.run.runner import execute, plan_run
 
     cpu0 = time.process_time()
     schedule = Schedule(list(faults), heal_at_us)
@@ -201,20 +202,14 @@ def run_schedule(
     except Exception as error:  # a bug of the emulator's: this run's failure, not the search's
         bug = ("internal-error", type(error).__name__)
         return Outcome(features.signature(), {}, bug, "internal-error", time.process_time() - cpu0)
+    # An actor dying on an exception of its own, or work that never ran after the
+    # final heal, is a bug found as a violation is (`emulator.run.failures`).
     failure = features.failure
-    errors = failing_errors(result.actor_errors, scenario.invariants.tolerate_errors)
-    if failure is None and errors:
-        # An actor that died on an exception of its own is a bug found, as a violation is.
-        first = errors[0]
-        failure = ("actor-error", f"{first.error} in {first.address.split('/', 1)[0]}")
-    if failure is None and result.status == "ok" and scenario.invariants.liveness:
-        # Work that never ran after the final heal fails the run too; told apart
-        # by the state it was stuck in (a dispatch that never ends, a queue that
-        # never moves).
-        reports = watch.reports(scenario.invariants.may_wait)
-        stuck = sorted({s.state for r in reports for s in r.stuck})
-        if stuck:
-            failure = ("liveness", f"stuck {'/'.join(stuck)}")
+    if failure is None:
+        others = beyond_invariants(
+            result.actor_errors, result.status, scenario.invariants, watch.reports
+        )
+        failure = others[0] if others else None
     return Outcome(
         features.signature(),
         dict(features.tally.counts),
