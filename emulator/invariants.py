@@ -22,6 +22,10 @@ class Checker(Protocol):
     type). Online and offline it is then fed those only, and the tracer
     decodes no event nobody reads: `deliver` events are a third of a run's
     and a checker typically wants two message types of them.
+
+    A checker that judges something at the end by how long it has lasted
+    may have `at_end(t_us)`: it is told when the history ends just before
+    `finish` (the events it reads may have stopped long before).
     """
 
     name: str
@@ -60,6 +64,10 @@ class LeaseSafety:
 
     name = "lease-safety"
     kinds = ("store", "decision")
+    types = {
+        "store": frozenset({"lease.acquire", "lease.release", "lease.effect"}),
+        "decision": frozenset({"lease.leader"}),
+    }
 
     def __init__(self) -> None:
         self.holder_of: dict[tuple[str, int], str] = {}
@@ -152,8 +160,16 @@ class OnlineChecking:
 
     def finish(self) -> None:
         for checker in self.checkers:
+            tell_end(checker, self.kernel.now_us)
             for message in checker.finish():
                 self.kernel.report_violation(checker.name, message)
+
+
+def tell_end(checker: Checker, t_us: int) -> None:
+    """Tell a checker with `at_end` (the protocol's docstring) when the history ended."""
+    at_end = getattr(checker, "at_end", None)
+    if at_end is not None:
+        at_end(t_us)
 
 
 def types_of(checker: Checker, kind: str) -> frozenset[str] | None:
@@ -179,5 +195,6 @@ def check_events(
                 continue
             found.extend((event.seq, event.t_us, checker.name, m) for m in checker.observe(event))
     for checker in checkers:
+        tell_end(checker, last[1])
         found.extend((last[0], last[1], checker.name, m) for m in checker.finish())
     return found

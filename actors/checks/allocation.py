@@ -27,6 +27,7 @@ class AllocationChecker(StoreChecker):
         "queue.transition": "on_transition",
         "fleet.leftovers": "on_leftovers",
     }
+    other_types = {"decision": frozenset({"gms.region-lost"})}
 
     def __init__(self) -> None:
         # GPUs per host from the `machines` setup fact (cluster-policy worlds

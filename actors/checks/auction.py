@@ -27,6 +27,9 @@ class AuctionChecker(StoreChecker):
         "lease.release": "on_lease_release",
     }
     tracks_queue = True
+    other_types = {
+        "decision": frozenset({"rms.hold", "rms.unhold", "lease.leader", "gms.region-lost"})
+    }
 
     def __init__(self) -> None:
         super().__init__()

@@ -35,9 +35,21 @@ class StoreChecker:
     kinds: tuple[str, ...] = ("store",)
     _routes: dict[str, str] = {}
     tracks_queue = False
+    # The types a subclass reads of its other kinds (a kind not named: all of them).
+    other_types: dict[str, frozenset[str]] = {}
 
     def __init__(self) -> None:
         self.queue: dict[str, str] = {}
+
+    @property
+    def types(self) -> dict[str, frozenset[str]]:
+        """The event types read, by kind (`emulator.invariants.types_of`).
+
+        The tracer decodes and hands over only these: a run's store events are
+        mostly lease renewals and its decisions mostly bids, read by no checker.
+        """
+        store = frozenset(self._routes) | (QUEUE_EVENTS if self.tracks_queue else frozenset())
+        return {"store": store, **self.other_types}
 
     def observe(self, event: TraceEvent) -> list[str]:
         method = self._routes.get(event.type)

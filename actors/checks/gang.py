@@ -35,6 +35,7 @@ class GangChecker(StoreChecker):
         self.giving_up: set[str] = set()
 
     kinds = ("store", "decision")
+    other_types = {"decision": frozenset({"gms.region-lost"})}
 
     def observe(self, event: TraceEvent) -> list[str]:
         if event.kind == "decision":

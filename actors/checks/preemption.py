@@ -35,6 +35,7 @@ class PreemptionChecker(StoreChecker):
         "fleet.health": "on_health",
         "fleet.membership": "on_membership",
     }
+    other_types = {"decision": frozenset({"rms.dispatch"})}
 
     def __init__(self) -> None:
         self.priority: dict[Key, int] = {}

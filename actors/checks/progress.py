@@ -260,6 +260,11 @@ class ProgressChecker:
         "fleet.start": _start,
         "fleet.checkpoint": _checkpoint,
     }
+    types = {
+        **types,
+        "store": frozenset(_STORE),
+        "decision": frozenset({"cm.agent-start"}),
+    }
 
 
 def _regimes(raw: Any) -> tuple[Regime, ...] | str:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from actors.checks.lost_workload import LostWorkloadChecker
+from emulator.invariants import check_events
 from emulator.trace import TraceEvent
 from tests.support.builtin import raw_builtin
 from tests.support.dsl import run
@@ -135,3 +136,27 @@ def test_a_job_end_a_crashed_cm_never_got_through_is_reported_by_the_next_leader
     assert {("logs-adhoc", "done"), ("logs-train", "done")} <= reported
     done = [e.to_state for e in store_events(events, "queue.transition", "logs-adhoc") if e.result]
     assert done[-1] == "DONE"
+
+
+def test_an_idle_running_workload_is_judged_at_the_history_end_not_its_last_read_event() -> None:
+    # W runs, its only job ends at 10 s, and nothing the checker reads happens after:
+    # lease renewals and the run's end come later. Judged at the end (2 h), W is lost.
+    # (The tracer hands the checker only the types it reads, so the last event it
+    # sees can be hours before the end: judged there, W would look in transit.)
+    renewal = store_call(7_000_000_000, "lease.acquire", "rms/east", "rms/east/0", 0, 1)
+    end = TraceEvent(0, 7_200_000_000, "run", "", "", "end", "ok")
+    solo = ("W", "trainer")
+    events = [
+        store_call(0, "queue.submit", _spec(*solo), 5, 0),
+        AWARD,
+        _start(2, "trainer"),
+        RUNNING,
+        _release(10_000_000, "trainer", "STOPPED"),
+        renewal,
+        end,
+    ]
+    found = check_events(events, [LostWorkloadChecker()])
+    assert [m for *_, m in found] == [
+        "W is RUNNING but none of its jobs has held machines since 10000000 µs"
+    ]
+    assert check_events(events[:-2], [LostWorkloadChecker()]) == []  # the end right after
