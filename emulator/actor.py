@@ -71,6 +71,12 @@ class Actor:
     # True for actors spawned by the thousand whose state nobody reads after
     # they exit (a job's agent): the kernel lets the instance go (`Kernel._exited`).
     forget_on_exit: ClassVar[bool] = False
+    # A process its host supervises (a job's task): killed while its host stays up
+    # and not told when to come back (a crash fault without `restart_after`), it
+    # is started again this long after, as a host's supervisor restarts a task
+    # that died. Its restart reports what was lost (a job's agent: its attempt).
+    # None: only a fault's `restart_after` or the final heal starts it again.
+    supervised_restart_us: ClassVar[int | None] = None
     _handlers: ClassVar[dict[type, tuple[Handler, bool]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

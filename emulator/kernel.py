@@ -250,10 +250,17 @@ class Kernel:
             self.replay_hardware(slot.address)
 
     def crash(self, address: str, reason: str, restart_after_us: int | None = None) -> bool:
-        """Crash an actor at its current kernel command; optionally restart it later."""
+        """Crash an actor at its current kernel command; optionally restart it later.
+
+        With no restart given, an actor its host supervises comes back after
+        its kind's `supervised_restart_us` (its host is up: this is a crash of
+        the process, not of the machine).
+        """
         slot = self._actors.get(address)
         if slot is None:
             raise EmulatorInternalError(f"crash of unknown actor {address!r}")
+        if restart_after_us is None and slot.instance is not None:
+            restart_after_us = type(slot.instance).supervised_restart_us
         return self._crash(slot, reason, restart_after_us)
 
     def restart(self, address: str) -> None:

@@ -80,6 +80,10 @@ class JobAgent(Actor):
     # A day of MAST's fleet starts ~27,000 agents; kept after their exit they
     # held most of a week's 3.8 GB.
     forget_on_exit = True
+    # Its host restarts it when it dies alone (a crash fault with no restart): the
+    # restart tells the CM the attempt is over (`on_start`). Without it nothing
+    # would: the job held its machines, RUNNING and doing nothing, to the end.
+    supervised_restart_us: ClassVar[int | None] = 5_000_000
     # The RMS gives up on a dispatch after 15 min (`dispatch_timeout`) and stops
     # its jobs; the agent's own limit is a backstop for an RMS that never does.
     gang_poll_us: ClassVar[int] = 5_000_000

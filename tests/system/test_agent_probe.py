@@ -9,7 +9,8 @@ that died with a machine that came back, must not take a live agent for a
 dead one (even one busy saving a checkpoint), and must cost nothing in a run
 without a change of CM leader. A plan left waiting for its victims by a CM
 leader that died is taken up by the next one. An agent that crashes alone
-(its machines up) and restarts tells its CM its attempt is over. The last
+(its machines up) and restarts tells its CM its attempt is over; one killed
+for good is restarted by its host (`supervised_restart_us`). The last
 tests are the preemption checker's excuse for agents that died with the
 emulator process (`mastemu resume`).
 """
@@ -82,6 +83,27 @@ def test_an_agent_that_crashed_alone_and_restarted_has_its_job_restarted_from_it
     (lost,) = [e for e in events if e.type == "cm.agent-lost"]
     assert lost.payload == {"workload": "J", "job": "trainer", "attempt": 1}
     assert 31 * MIN <= lost.t_us < 32 * MIN
+    (moved,) = decisions(events, "cm.job-moved")
+    assert (moved["attempt"], moved["from_us"]) == (2, 20 * MIN)
+    assert states(result) == {"J": ("DONE", 0)}
+
+
+def test_an_agent_killed_for_good_is_restarted_by_its_host_and_its_job_moved_on(
+    tmp_path: Path,
+) -> None:
+    # J's agent is killed at 30 min and no fault brings it back (no restart_after,
+    # no nemesis heal). Its host's supervisor restarts it 5 s later; that restart
+    # tells the CM, which restarts J from its checkpoint. Without it J held the
+    # rack, RUNNING and doing nothing, to the end of the run: no invariant and no
+    # liveness verdict saw it (the workload held machines).
+    raw = scenario([workload("J", "lo", 0, job(gpus=32, work=50 * MIN))], regions=("east",))
+    raw["duration"] = "3h"
+    raw["faults"] = [{"action": "crash", "at": "30m", "target": "a live job-agent"}]
+    result, events = run(raw, tmp_path)
+    assert result.violations == [] and result.actor_errors == []
+    (lost,) = [e for e in events if e.type == "cm.agent-lost"]
+    assert lost.payload == {"workload": "J", "job": "trainer", "attempt": 1}
+    assert 30 * MIN + 5_000_000 <= lost.t_us < 31 * MIN
     (moved,) = decisions(events, "cm.job-moved")
     assert (moved["attempt"], moved["from_us"]) == (2, 20 * MIN)
     assert states(result) == {"J": ("DONE", 0)}
