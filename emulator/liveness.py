@@ -143,13 +143,13 @@ def judge_liveness(
 
 
 def stuck_summary(reports: list[LivenessReport]) -> str | None:
-    """One line naming what never ran after the final heal (None: nothing did not)."""
+    """One line naming what was stuck after the final heal (None: nothing was)."""
     stuck = [s for r in reports for s in r.stuck]
     if not stuck:
         return None
     heal = format_us(max(r.final_heal_us for r in reports))
     shown = ", ".join(s.id for s in stuck[:3]) + (", …" if len(stuck) > 3 else "")
-    return f"{len(stuck)} workload(s) never ran after the final heal at {heal}: {shown}"
+    return f"{len(stuck)} workload(s) stuck after the final heal at {heal}: {shown}"
 
 
 def liveness_lines(reports: list[LivenessReport]) -> list[str]:
@@ -169,7 +169,7 @@ def liveness_lines(reports: list[LivenessReport]) -> list[str]:
             )
             continue
         lines.append(
-            f"liveness: {len(r.stuck)} workload(s) never ran after the final heal at {heal}{note}:"
+            f"liveness: {len(r.stuck)} workload(s) stuck after the final heal at {heal}{note}:"
         )
         for s in r.stuck[:LISTED_MAX]:
             lines.append(f"  {s.id} ({s.state} since {format_us(s.since_us)}; {s.why})")

@@ -7,6 +7,14 @@ Read from the trace alone, like the checkers: workloads and their demand
 kernel's `down`/`up` faults) and where data is (the `catalog` fact, replica
 and migration events).
 
+A workload RUNNING at the end, its jobs holding machines, is *frozen* when
+none of its jobs showed a sign of life (a checkpoint, a start, a state
+change, a release) for `FROZEN_PERIODS` of its jobs' longest checkpoint
+period plus `grace_us` after the final heal: its agents save progress on a
+timer, so a live one is never silent that long. A job whose agent died
+unseen holds its machines, doing nothing, to the end of the run; no safety
+invariant and no "never ran" verdict sees it.
+
 A workload is judged when, at the end of the run, it is neither done nor
 failed, none of its jobs holds machines, none has held any since the final
 heal, and it has been in its state at least `grace_us` past both the heal
@@ -35,11 +43,18 @@ from typing import Any
 from actors.mast.ras import NON_ML
 from emulator.liveness import LivenessReport, Stuck
 from emulator.trace import TraceEvent
+from emulator.units import format_us
 from store.mast.queue import ENDED
+from store.mast.records import JobSpec
 
 # Ten minutes: two GMS scans at the default interval, plus an auction and a dispatch.
 GRACE_US = 600_000_000
 TERMINAL = ENDED
+# Checkpoint periods a running workload may go without a sign of life (module
+# docstring): one for the period, one for a checkpoint that ran long.
+FROZEN_PERIODS = 2
+# A job spec's checkpoint period when its stored form leaves the default out.
+_PERIOD_DEFAULT_US = JobSpec(name="-", work_us=0).checkpoint_every_us
 
 
 @dataclass
@@ -49,6 +64,9 @@ class _Workload:
     since_us: int = 0
     alive: set[str] = field(default_factory=set)
     last_held_us: int | None = None  # the last start or release of one of its jobs
+    sign_us: int = 0  # the last checkpoint, start, state change or release of one of its jobs
+    # Its jobs' longest checkpoint period (None: one never checkpoints).
+    period_us: int | None = None
 
 
 @dataclass
@@ -113,7 +131,10 @@ class WorkloadLiveness:
     def _queue_submit(self, args: list[Any], result: Any, t_us: int) -> None:
         spec = args[0]
         if result and spec["id"] not in self.workloads:
-            self.workloads[spec["id"]] = _Workload(list(spec["jobs"]), "PENDING", t_us)
+            w = _Workload(list(spec["jobs"]), "PENDING", t_us)
+            periods = [int(j.get("checkpoint_every_us", _PERIOD_DEFAULT_US)) for j in w.jobs]
+            w.period_us = max(periods) if periods and min(periods) > 0 else None
+            self.workloads[spec["id"]] = w
 
     def _queue_award(self, args: list[Any], result: Any, t_us: int) -> None:
         self._moved(args[2], "DISPATCHING", t_us, result)
@@ -146,7 +167,7 @@ class WorkloadLiveness:
         w = self.workloads.get(wid)
         if w is not None:
             w.alive.add(job)
-            w.last_held_us = t_us
+            w.last_held_us = w.sign_us = t_us
 
     def _fleet_release(self, args: list[Any], result: Any, t_us: int) -> None:
         if not result:
@@ -157,7 +178,18 @@ class WorkloadLiveness:
         w = self.workloads.get(wid)
         if w is not None and job in w.alive:
             w.alive.discard(job)
-            w.last_held_us = t_us
+            w.last_held_us = w.sign_us = t_us
+
+    def _fleet_checkpoint(self, args: list[Any], result: Any, t_us: int) -> None:
+        self._sign(args[1], result, t_us)
+
+    def _fleet_state(self, args: list[Any], result: Any, t_us: int) -> None:
+        self._sign(args[2], result, t_us)
+
+    def _sign(self, wid: str, result: Any, t_us: int) -> None:
+        w = self.workloads.get(wid)
+        if result and w is not None:
+            w.sign_us = t_us
 
     def _fleet_leftovers(self, args: list[Any], result: Any, t_us: int) -> None:
         for host, wid, job in result or ():
@@ -261,7 +293,12 @@ class WorkloadLiveness:
         out = LivenessReport(self.name, final_heal_us, end_us)
         free = self._free(end_us - self.grace_us)
         for wid, w in sorted(self.workloads.items()):
-            if w.state in TERMINAL or w.alive:
+            if w.state in TERMINAL:
+                continue
+            if w.alive:
+                frozen = self._frozen(w, final_heal_us, end_us)
+                if frozen is not None:
+                    out.stuck.append(Stuck(wid, w.state, w.sign_us, frozen))
                 continue
             if w.last_held_us is not None and w.last_held_us >= final_heal_us:
                 continue  # it ran after the heal (and stopped since)
@@ -274,6 +311,18 @@ class WorkloadLiveness:
             else:
                 out.stuck.append(Stuck(wid, w.state, w.since_us, why))
         return out
+
+    def _frozen(self, w: _Workload, final_heal_us: int, end_us: int) -> str | None:
+        """Why a running workload is frozen (the module docstring), or None."""
+        if w.state != "RUNNING" or w.period_us is None:
+            return None
+        silent_us = end_us - max(final_heal_us, w.sign_us)
+        if silent_us <= FROZEN_PERIODS * w.period_us + self.grace_us:
+            return None
+        return (
+            f"holds machines, no sign of life for {format_us(silent_us)} "
+            f"(checkpoints every {format_us(w.period_us)})"
+        )
 
     def _could_run(
         self, w: _Workload, free: dict[str, dict[str, dict[str | None, int]]]

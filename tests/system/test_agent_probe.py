@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 
 from actors.checks.preemption import PreemptionChecker
+from actors.common.job_agent import JobAgent
+from emulator.liveness import judge_liveness
 from emulator.run.runner import RunResult
 from emulator.trace import TraceEvent
 from emulator.units import MIN
@@ -218,3 +220,24 @@ def test_a_victim_started_after_the_resume_still_needs_its_checkpoint() -> None:
     (violation,) = preemption_verdicts(RESUME, START)
     assert "v/j released its machines before saving a checkpoint" in violation
     assert len(preemption_verdicts(START)) == 1
+
+
+def test_a_job_whose_agent_died_unseen_is_frozen_in_the_liveness_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The story above with an agent no host restarts: J holds the rack, RUNNING
+    # and silent (no checkpoint every 20 min), from 30 min to the end. No
+    # invariant sees it; the liveness verdict must.
+    raw = scenario([workload("J", "lo", 0, job(gpus=32, work=50 * MIN))], regions=("east",))
+    raw["duration"] = "3h"
+    raw["faults"] = [{"action": "crash", "at": "30m", "target": "a live job-agent"}]
+    monkeypatch.setattr(JobAgent, "supervised_restart_us", None)
+    result, events = run(raw, tmp_path / "unseen")
+    assert result.violations == [] and states(result) == {"J": ("RUNNING", 0)}
+    stuck = [s for r in judge_liveness(events) for s in r.stuck]
+    assert [(s.id, s.state) for s in stuck] == [("J", "RUNNING")]
+    assert stuck[0].why.startswith("holds machines, no sign of life for 2h")
+    # Restarted by its host, the agent tells its CM, J moves on and ends: nothing stuck.
+    monkeypatch.undo()
+    _, events = run(raw, tmp_path / "seen")
+    assert [s for r in judge_liveness(events) for s in r.stuck] == []

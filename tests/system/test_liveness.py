@@ -174,7 +174,7 @@ def test_waiting_for_data_is_legitimate_only_while_a_copy_is_in_flight() -> None
 def test_the_text_lists_the_stuck_workloads_with_their_state_and_the_heal() -> None:
     events = History().submit(0, "W").move(1, "W", "WAITING").end(30)
     assert liveness_lines(judge_liveness(events)) == [
-        "liveness: 1 workload(s) never ran after the final heal at 0.000ms:",
+        "liveness: 1 workload(s) stuck after the final heal at 0.000ms:",
         "  W (WAITING since 1m00.000s; fits east)",
     ]
 
@@ -217,7 +217,7 @@ def test_check_names_a_starved_workload_without_failing(
     register_system(MastSystem("liveness-starving", gms=StarvingGMS))
     code, out = _check(tmp_path, "liveness-starving", capsys)
     assert code == 0  # liveness is reported, not enforced
-    assert "liveness: 1 workload(s) never ran after the final heal at 6m00.000s" in out
+    assert "liveness: 1 workload(s) stuck after the final heal at 6m00.000s" in out
     assert "  S (PENDING since " in out and "; fits " in out
 
 

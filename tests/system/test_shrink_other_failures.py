@@ -54,7 +54,7 @@ def test_a_stalled_run_keeps_only_the_pause_across_the_offer(
     db = tmp_path / "idle.db"
     code, out, _ = run_cli(capsys, "run", str(path), "--out", str(db))
     # No violation, no actor error: the job left unfinished cuts the run short (3).
-    assert code == 3 and "liveness: 1 workload(s) never ran" in out
+    assert code == 3 and "liveness: 1 workload(s) stuck" in out
 
     minimal = tmp_path / "idle.min.toml"
     code, out, _ = run_cli(capsys, "shrink", str(db), "--out", str(minimal))

@@ -154,14 +154,12 @@ def test_a_seed_whose_work_never_runs_after_the_final_heal_is_stalled(
     assert [r["status"] for r in report["runs"]] == ["stalled", "stalled"]
     first = report["failures"][0]
     assert first["invariant"] == "liveness" and first["db"]
-    assert (
-        "1 workload(s) never ran after the final heal at 30.000s: philly-0000" in first["message"]
-    )
+    assert "1 workload(s) stuck after the final heal at 30.000s: philly-0000" in first["message"]
     # `run` tells the same stall; its exit code says only that the run was cut short
     # (a cluster run ends when its work does, and this one's never did).
     code, out, _ = run_cli(capsys, "run", str(scenario), "--out", str(tmp_path / "one.db"))
     assert code == 3
-    assert "liveness: 1 workload(s) never ran after the final heal at 30.000s:" in out
+    assert "liveness: 1 workload(s) stuck after the final heal at 30.000s:" in out
     assert "  philly-0000 (PENDING since 0.000ms; fits dc)" in out
     # A scenario may say that a workload waits on purpose: then it is not stuck.
     scenario.write_text(STALLING.format(kind=kind) + '[invariants]\nmay_wait = ["philly-0000"]\n')
