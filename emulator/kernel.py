@@ -223,6 +223,11 @@ class Kernel:
         slot = self._actors.get(address)
         return slot.instance if slot else None
 
+    def is_down(self, address: str) -> bool:
+        """Crashed and not restarted yet (an actor that exited is not down)."""
+        slot = self._actors.get(address)
+        return slot is not None and slot.state == DOWN
+
     def is_up(self, address: str) -> bool:
         slot = self._actors.get(address)
         return slot is not None and slot.state not in (DOWN, EXITED)

@@ -263,7 +263,10 @@ class FaultInjector:
         for node in sorted(k.network.down):
             k.set_host_state(node, up=True)
         for actor in sorted(self._crashed):
-            k.restart(actor)
+            # One back already (its fault's restart) and gone since, as a job's
+            # agent goes once it has reported, stays gone.
+            if k.is_down(actor):
+                k.restart(actor)
         self._crashed.clear()
         for actor in sorted(self._slow):
             for _ in self._slow[actor]:

@@ -241,3 +241,20 @@ def test_a_job_whose_agent_died_unseen_is_frozen_in_the_liveness_verdict(
     monkeypatch.undo()
     _, events = run(raw, tmp_path / "seen")
     assert [s for r in judge_liveness(events) for s in r.stuck] == []
+
+
+def test_the_final_heal_leaves_an_agent_that_came_back_and_left_alone(tmp_path: Path) -> None:
+    # J's agent crashes at 30 min and restarts a minute later, reports its attempt
+    # lost and leaves. The nemesis' final heal at 2 h restarts what faults left
+    # down: not that agent, which is no longer down but gone.
+    raw = scenario([workload("J", "lo", 0, job(gpus=32, work=50 * MIN))], regions=("east",))
+    raw["duration"] = "3h"
+    raw["faults"] = [
+        {"action": "crash", "at": "30m", "target": "a live job-agent", "restart_after": "1m"}
+    ]
+    raw["nemesis"] = {"enabled": True, "faults_max": 0, "heal_at": "2h"}
+    result, events = run(raw, tmp_path)
+    assert result.violations == [] and states(result) == {"J": ("DONE", 0)}
+    restarts = [e.t_us for e in events if e.kind == "restart" and e.dst == "agent/J/trainer/1"]
+    assert restarts == [31 * MIN]
+    assert len([e for e in events if e.type == "cm.agent-lost"]) == 1
