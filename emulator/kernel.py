@@ -255,18 +255,20 @@ class Kernel:
             self.replay_hardware(slot.address)
 
     def crash(self, address: str, reason: str, restart_after_us: int | None = None) -> bool:
-        """Crash an actor at its current kernel command; optionally restart it later.
-
-        With no restart given, an actor its host supervises comes back after
-        its kind's `supervised_restart_us` (its host is up: this is a crash of
-        the process, not of the machine).
-        """
+        """Crash an actor at its current kernel command; optionally restart it later."""
         slot = self._actors.get(address)
         if slot is None:
             raise EmulatorInternalError(f"crash of unknown actor {address!r}")
-        if restart_after_us is None and slot.instance is not None:
-            restart_after_us = type(slot.instance).supervised_restart_us
         return self._crash(slot, reason, restart_after_us)
+
+    def supervised_restart_us(self, address: str) -> int | None:
+        """How long after its process alone dies its host restarts the actor (None: never).
+
+        Its kind's `Actor.supervised_restart_us`; a crash fault without a
+        `restart_after` uses it (the host is up: a process died, not a machine).
+        """
+        inst = self.instance(address)
+        return None if inst is None else type(inst).supervised_restart_us
 
     def restart(self, address: str) -> None:
         slot = self._actors[address]

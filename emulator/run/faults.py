@@ -138,12 +138,16 @@ class FaultInjector:
             for actor in actors:
                 detail = {"target": fault.target, "actor": actor, "index": index}
                 self._trace("start", "crash", detail)
-                if k.crash(actor, fault_crash_reason(index), fault.restart_after):
+                restart_after = fault.restart_after
+                if restart_after is None:
+                    # A process its host supervises comes back on its own (`Actor`).
+                    restart_after = k.supervised_restart_us(actor)
+                if k.crash(actor, fault_crash_reason(index), restart_after):
                     self._crashed.add(actor)
-                end = now + fault.restart_after if fault.restart_after is not None else None
+                end = now + restart_after if restart_after is not None else None
                 self.windows.append((now, end, f"crash {actor}"))
-                if fault.restart_after is not None:
-                    k.at(now + fault.restart_after, self._trace, "end", "crash", {"actor": actor})
+                if restart_after is not None:
+                    k.at(now + restart_after, self._trace, "end", "crash", {"actor": actor})
         elif isinstance(fault, RestartFault):
             actors = self.resolve(fault.target)
             if not actors:
