@@ -19,6 +19,9 @@ from emulator.trace import TraceEvent
 ACTOR_ERROR = "actor-error"
 LIVENESS = "liveness"
 KINDS = (ACTOR_ERROR, LIVENESS)
+# An exception out of the emulator itself: the run never finished, so there is
+# nothing to judge again, and no reproducer to shrink (a campaign keeps it as found).
+INTERNAL_ERROR = "internal-error"
 
 
 def failing_errors(errors: Iterable[ActorError], tolerated: Iterable[str]) -> list[ActorError]:

@@ -34,7 +34,7 @@ from typing import Any
 from emulator.errors import InputError
 from emulator.liveness import LivenessWatch, stuck_summary
 from emulator.run.coverage import system_kind
-from emulator.run.failures import failing_errors
+from emulator.run.failures import INTERNAL_ERROR, failing_errors
 from emulator.run.pools import (
     ClusterSpec,
     ScenarioRef,
@@ -62,7 +62,6 @@ SEEDS_MAX = 100_000
 SEED_MAX = 2**63 - 1
 # How many violations of one seed the text output lists before "… and N more".
 LISTED_MAX = 10
-INTERNAL_ERROR = "internal-error"
 # A clean run in which work that could run after the final heal never did
 # (`emulator.liveness`): a finding of the campaign, as a violation is.
 STALLED = "stalled"

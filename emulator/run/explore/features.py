@@ -14,7 +14,7 @@ from typing import Any
 
 from emulator.liveness import LivenessWatch
 from emulator.run.coverage import system_kind
-from emulator.run.failures import beyond_invariants
+from emulator.run.failures import INTERNAL_ERROR, beyond_invariants
 from emulator.run.pools import ship_db, worker_tempdir
 from emulator.run.runner import remove_run_files
 from emulator.run.scenario import (
@@ -200,8 +200,8 @@ def run_schedule(
             execute(plan, seed=seed, out=db, on_kernel=features.attach, on_setup=watch.attach)
         )
     except Exception as error:  # a bug of the emulator's: this run's failure, not the search's
-        bug = ("internal-error", type(error).__name__)
-        return Outcome(features.signature(), {}, bug, "internal-error", time.process_time() - cpu0)
+        bug = (INTERNAL_ERROR, type(error).__name__)
+        return Outcome(features.signature(), {}, bug, INTERNAL_ERROR, time.process_time() - cpu0)
     # An actor dying on an exception of its own, or work that never ran after the
     # final heal, is a bug found as a violation is (`emulator.run.failures`).
     failure = features.failure

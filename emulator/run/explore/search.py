@@ -21,6 +21,7 @@ from emulator.run.explore.budget import Budget
 from emulator.run.explore.features import Window, run_schedule, run_schedule_shipped
 from emulator.run.explore.results import ExploreResult, Failure, RunRecord
 from emulator.run.explore.space import fault_space, fresh_schedule, front_load, length_field
+from emulator.run.failures import INTERNAL_ERROR
 from emulator.run.pools import ClusterSpec, dask_pool, land_db
 from emulator.run.runner import remove_run_files
 from emulator.run.scenario import (
@@ -451,16 +452,18 @@ class Explorer:
             src = Path(str(work) + suffix)
             if src.exists():
                 src.replace(Path(str(db) + suffix))
-        minimal: str | None = str(self.out_dir / f"{stem}.min.toml")
-        code = shrink_run(
-            db,
-            invariant=failure[0],
-            target=Path(minimal),
-            runs_max=self.shrink_runs,
-            out=_Quiet(),
-        )
-        if code != 0:
-            minimal = None
+        minimal: str | None = None
+        if failure[0] != INTERNAL_ERROR:
+            minimal = str(self.out_dir / f"{stem}.min.toml")
+            code = shrink_run(
+                db,
+                invariant=failure[0],
+                target=Path(minimal),
+                runs_max=self.shrink_runs,
+                out=_Quiet(),
+            )
+            if code != 0:
+                minimal = None
         print(
             f"failure {n}: {failure[0]} (after {failure[1]}) at run {index}: {written}"
             + (f"; minimal: {minimal}" if minimal else ""),
