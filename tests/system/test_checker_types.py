@@ -4,7 +4,8 @@ A checker names the store and decision types it reads (`types`) so that the
 tracer decodes nothing else; one that reads a type it forgot to name would
 go blind to it. Differential: over the bug zoo's witnesses with their bug on
 (violations to find) and a chaos seed (a long, noisy history), the declared
-checkers and the same checkers fed everything report the same violations.
+checkers and the same checkers fed everything report the same violations;
+and a checker declared without a type it reads is caught by that comparison.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from actors.checks.preemption import PreemptionChecker
 from actors.mast.zoo import ZOO, witness_path
 from emulator.invariants import CHECKERS, Checker, check_events, make_checkers, tell_end
 from emulator.registry import builtin_scenarios, load_plugins
@@ -66,3 +68,21 @@ def test_a_chaos_seed_is_judged_the_same_with_declared_types(tmp_path: Path) -> 
     _, events = run(raw, tmp_path, seed=3)
     declared, everything = _both_ways(events)
     assert declared == everything == []
+
+
+class BlindPreemption(PreemptionChecker):
+    """Declares no decision it reads: it never hears of a preempting dispatch."""
+
+    other_types = {"decision": frozenset()}
+
+
+def test_a_checker_that_forgets_a_type_it_reads_is_caught(tmp_path: Path) -> None:
+    # The harness's own check: a declaration missing `rms.dispatch` goes blind to
+    # the victims of a preemption, and the comparison shows it.
+    name = "cm-frees-victim-before-checkpoint"
+    raw = json.loads(witness_path(name).read_text())
+    raw["bugs"] = [name]
+    _, events = run(raw, tmp_path)
+    declared = check_events(events, [BlindPreemption()])
+    everything = check_events(events, [FedEverything(BlindPreemption())])
+    assert everything and declared != everything
