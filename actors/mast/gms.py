@@ -139,7 +139,8 @@ class GlobalScheduler(LeaseHolder):
 
         The queue, the awards and the dispatches are in the store; the usage
         window and the policy's routing state start afresh, as after a restart.
-        A follower keeps no scan timer: it starts one when it takes over.
+        A follower keeps no scan timer: it starts one when it takes over. Each
+        award still DISPATCHING goes to its region again (see below).
         """
         self.usage = ranking.UsageWindow()
         self.scans = 0
@@ -148,11 +149,13 @@ class GlobalScheduler(LeaseHolder):
         if self.scan_timer is not None:
             self.cancel_timer(self.scan_timer)
         self.scan_timer = self.set_timer(self.params.first_scan, _Scan())
-        if self.bug("gms-reauctions-dispatching") and self.fence is not None:
-            # Seeded bug: a new leader takes a workload still DISPATCHING (its award
-            # stands, its region is starting it) for one its predecessor lost, and
-            # queues it again: the next pass auctions it a second time.
-            for entry in await self.store(queue.in_states, ("DISPATCHING",)):
+        if self.fence is None:
+            return
+        for entry in await self.store(queue.in_states, ("DISPATCHING",)):
+            if self.bug("gms-reauctions-dispatching"):
+                # Seeded bug: a new leader takes a workload still DISPATCHING (its award
+                # stands, its region is starting it) for one its predecessor lost, and
+                # queues it again: the next pass auctions it a second time.
                 await self.store(
                     queue.transition,
                     entry.id,
@@ -160,6 +163,19 @@ class GlobalScheduler(LeaseHolder):
                     "PENDING",
                     self.now_us,
                     entry.auction_id,
+                )
+            elif entry.region is not None and entry.auction_id is not None:
+                # The award stands in the store, but its region may never have heard
+                # of it: the Award was lost and its sender died before resending it.
+                # Told again, an RMS ignores an award already under way, and fails
+                # one whose plan it no longer holds (the workload is queued again).
+                self.send_reliably(
+                    f"rms/{entry.region}",
+                    Award(
+                        auction_id=entry.auction_id,
+                        gms_epoch=entry.gms_epoch or 0,
+                        workload_id=entry.id,
+                    ),
                 )
 
     @on(Submitted)
