@@ -57,9 +57,10 @@ async def _open_run(db: Path) -> Store:
     return store
 
 
-async def _events(
+async def trace_events(
     db: Path, t_from: int | None = None, t_to: int | None = None
 ) -> AsyncIterator[TraceEvent]:
+    """A run database's trace as events, as the checkers see them (InputError if not a run)."""
     store = await _open_run(db)
     try:
         async for row in iter_trace(store, t_from_us=t_from, t_to_us=t_to):
@@ -111,9 +112,9 @@ async def replay(
         # Keys, a status line and 100 columns: `emulator/run/stepper.py`.
         status = await status_for(db)
         return await step_through(
-            _events(db, t_from, t_to), status, out=out, stdin=stdin, grep=grep
+            trace_events(db, t_from, t_to), status, out=out, stdin=stdin, grep=grep
         )
-    async for event in _events(db, t_from, t_to):
+    async for event in trace_events(db, t_from, t_to):
         line = format_event(event)
         if grep and grep not in line:
             continue
@@ -141,14 +142,14 @@ async def export(db: Path, *, fmt: str, out: Path | None = None, level: str = "m
         raise InputError(str(out), "", f"cannot write: {error.strerror or error}") from None
     try:
         if fmt == "jsonl":
-            async for event in _events(db):
+            async for event in trace_events(db):
                 row = msgspec.structs.asdict(event)
                 row["payload"] = _jsonable(row["payload"])
                 handle.write(_JSON.encode(row).decode() + "\n")
         else:
             # Timers are how actors wake themselves: no export shows them.
             left_out = {"timer"} | (MESSAGE_KINDS if level == "decisions" else set())
-            events = [e async for e in _events(db) if e.kind not in left_out]
+            events = [e async for e in trace_events(db) if e.kind not in left_out]
             exporter = _exporter(meta.scenario_text, db)
             write_chrome(handle, exporter.chrome_events(events, level))
     finally:
@@ -194,7 +195,7 @@ async def check(db: Path, out: TextIO | None = None, *, as_json: bool = False) -
     assert meta is not None  # _open_run checked
     scenario = decode_scenario(meta.scenario_text, f"{db} (stored scenario)")
     checkers = make_checkers(scenario.invariants.enabled)
-    events = [e async for e in _events(db)]
+    events = [e async for e in trace_events(db)]
     found = check_events(events, checkers)
     errors = actor_errors(events)
     failing = failing_errors(errors, scenario.invariants.tolerate_errors)

@@ -44,7 +44,6 @@ import msgspec
 from emulator.errors import InputError
 from emulator.run import failures
 from emulator.run.scenario import Fault, convert_scenario, decode_scenario, parse_raw
-from emulator.trace import TraceEvent
 from emulator.units import MIN, Duration, H, S, parse_duration_us
 from store import Store, StoreError
 from store.runs import RunMeta, get_run_meta, list_violations
@@ -93,16 +92,10 @@ async def read_run(db: Path) -> tuple[RunMeta, list[tuple[int, int, str, str]]]:
 async def read_other_failures(db: Path, meta: RunMeta) -> list[tuple[str, str]]:
     """How the stored run failed besides its violations, judged from its trace."""
     from emulator.liveness import judge_liveness
+    from emulator.run.replay import trace_events
 
     invariants = decode_scenario(meta.scenario_text, f"{db} (stored scenario)").invariants
-    store = await Store.open(db)
-    try:
-        events = [
-            TraceEvent(row.seq, row.t_us, row.kind, row.src, row.dst, row.type, row.payload)
-            async for row in iter_trace(store)
-        ]
-    finally:
-        await store.close()
+    events = [e async for e in trace_events(db)]
     return failures.beyond_invariants(
         failures.actor_errors(events),
         meta.status,

@@ -43,6 +43,32 @@ def probes(events: list[TraceEvent]) -> list[TraceEvent]:
     return [e for e in events if e.type == "AgentProbe"]
 
 
+def lone_job(duration: str, *faults: dict[str, Any]) -> dict[str, Any]:
+    """J (50 min of work, a checkpoint every 20 min) alone on east's rack, with `faults`."""
+    raw = scenario([workload("J", "lo", 0, job(gpus=32, work=50 * MIN))], regions=("east",))
+    raw["duration"] = duration
+    raw["faults"] = list(faults)
+    return raw
+
+
+# A job's agent killed at 30 min, brought back a minute later (or, without, by its host).
+AGENT_CRASH = {"action": "crash", "at": "30m", "target": "a live job-agent", "restart_after": "1m"}
+AGENT_KILLED = {"action": "crash", "at": "30m", "target": "a live job-agent"}
+
+
+def assert_moved_on(raw: dict[str, Any], tmp_path: Path, lost_in: tuple[int, int]) -> None:
+    """J's attempt 1 is reported lost within `lost_in` (µs), J restarts from its
+    20-min checkpoint as attempt 2 and ends DONE, breaking nothing."""
+    result, events = run(raw, tmp_path)
+    assert result.violations == [] and result.actor_errors == []
+    (lost,) = [e for e in events if e.type == "cm.agent-lost"]
+    assert lost.payload == {"workload": "J", "job": "trainer", "attempt": 1}
+    assert lost_in[0] <= lost.t_us < lost_in[1]
+    (moved,) = decisions(events, "cm.job-moved")
+    assert (moved["attempt"], moved["from_us"]) == (2, 20 * MIN)
+    assert states(result) == {"J": ("DONE", 0)}
+
+
 # ---- agents that died unseen ----------------------------------------------------------------
 def test_a_new_cm_leader_restarts_a_job_whose_agent_died_with_a_machine_that_came_back(
     tmp_path: Path,
@@ -50,12 +76,8 @@ def test_a_new_cm_leader_restarts_a_job_whose_agent_died_with_a_machine_that_cam
     # J (50 min of work, a checkpoint every 20 min) runs on the whole rack. The
     # CM leader dies at 30 min; while no CM leads (its lease runs for 30 s),
     # the rack fails for 10 s and comes back, and J's agent dies with it.
-    raw = scenario([workload("J", "lo", 0, job(gpus=32, work=50 * MIN))], regions=("east",))
-    raw["duration"] = "2h"
-    raw["faults"] = [
-        crash_leader("30m"),
-        {"action": "down", "at": "1805s", "node": RACK, "duration": "10s"},
-    ]
+    rack_down = {"action": "down", "at": "1805s", "node": RACK, "duration": "10s"}
+    raw = lone_job("2h", crash_leader("30m"), rack_down)
     result, events = run(raw, tmp_path)
     assert result.violations == []
     (lost,) = [e for e in events if e.type == "cm.agent-lost"]
@@ -75,19 +97,7 @@ def test_an_agent_that_crashed_alone_and_restarted_has_its_job_restarted_from_it
     # J's agent crashes at 30 min (the machines stay up) and restarts a minute
     # later without its state. Nothing else would tell the CM: J would hold the
     # rack, RUNNING and doing nothing, to the end of the run.
-    raw = scenario([workload("J", "lo", 0, job(gpus=32, work=50 * MIN))], regions=("east",))
-    raw["duration"] = "3h"
-    raw["faults"] = [
-        {"action": "crash", "at": "30m", "target": "a live job-agent", "restart_after": "1m"}
-    ]
-    result, events = run(raw, tmp_path)
-    assert result.violations == [] and result.actor_errors == []
-    (lost,) = [e for e in events if e.type == "cm.agent-lost"]
-    assert lost.payload == {"workload": "J", "job": "trainer", "attempt": 1}
-    assert 31 * MIN <= lost.t_us < 32 * MIN
-    (moved,) = decisions(events, "cm.job-moved")
-    assert (moved["attempt"], moved["from_us"]) == (2, 20 * MIN)
-    assert states(result) == {"J": ("DONE", 0)}
+    assert_moved_on(lone_job("3h", AGENT_CRASH), tmp_path, (31 * MIN, 32 * MIN))
 
 
 def test_an_agent_killed_for_good_is_restarted_by_its_host_and_its_job_moved_on(
@@ -98,17 +108,7 @@ def test_an_agent_killed_for_good_is_restarted_by_its_host_and_its_job_moved_on(
     # tells the CM, which restarts J from its checkpoint. Without it J held the
     # rack, RUNNING and doing nothing, to the end of the run: no invariant and no
     # liveness verdict saw it (the workload held machines).
-    raw = scenario([workload("J", "lo", 0, job(gpus=32, work=50 * MIN))], regions=("east",))
-    raw["duration"] = "3h"
-    raw["faults"] = [{"action": "crash", "at": "30m", "target": "a live job-agent"}]
-    result, events = run(raw, tmp_path)
-    assert result.violations == [] and result.actor_errors == []
-    (lost,) = [e for e in events if e.type == "cm.agent-lost"]
-    assert lost.payload == {"workload": "J", "job": "trainer", "attempt": 1}
-    assert 30 * MIN + 5_000_000 <= lost.t_us < 31 * MIN
-    (moved,) = decisions(events, "cm.job-moved")
-    assert (moved["attempt"], moved["from_us"]) == (2, 20 * MIN)
-    assert states(result) == {"J": ("DONE", 0)}
+    assert_moved_on(lone_job("3h", AGENT_KILLED), tmp_path, (30 * MIN + 5_000_000, 31 * MIN))
 
 
 @pytest.fixture(scope="module")
@@ -228,9 +228,7 @@ def test_a_job_whose_agent_died_unseen_is_frozen_in_the_liveness_verdict(
     # The story above with an agent no host restarts: J holds the rack, RUNNING
     # and silent (no checkpoint every 20 min), from 30 min to the end. No
     # invariant sees it; the liveness verdict must.
-    raw = scenario([workload("J", "lo", 0, job(gpus=32, work=50 * MIN))], regions=("east",))
-    raw["duration"] = "3h"
-    raw["faults"] = [{"action": "crash", "at": "30m", "target": "a live job-agent"}]
+    raw = lone_job("3h", AGENT_KILLED)
     monkeypatch.setattr(JobAgent, "supervised_restart_us", None)
     result, events = run(raw, tmp_path / "unseen")
     assert result.violations == [] and states(result) == {"J": ("RUNNING", 0)}
@@ -247,11 +245,7 @@ def test_the_final_heal_leaves_an_agent_that_came_back_and_left_alone(tmp_path: 
     # J's agent crashes at 30 min and restarts a minute later, reports its attempt
     # lost and leaves. The nemesis' final heal at 2 h restarts what faults left
     # down: not that agent, which is no longer down but gone.
-    raw = scenario([workload("J", "lo", 0, job(gpus=32, work=50 * MIN))], regions=("east",))
-    raw["duration"] = "3h"
-    raw["faults"] = [
-        {"action": "crash", "at": "30m", "target": "a live job-agent", "restart_after": "1m"}
-    ]
+    raw = lone_job("3h", AGENT_CRASH)
     raw["nemesis"] = {"enabled": True, "faults_max": 0, "heal_at": "2h"}
     result, events = run(raw, tmp_path)
     assert result.violations == [] and states(result) == {"J": ("DONE", 0)}
