@@ -32,7 +32,11 @@ trace. One simplification, towards reporting: priority is ignored (free
 capacity is free to anyone). Waiting for data is legitimate while a copy of a missing table
 into a region where the workload fits is in flight; when no copy is, the
 workload is reported only if the run moves data at all (some copy was
-ordered), since without a migration service nothing would ever move it.
+ordered), since without a migration service nothing would ever move it, and
+only if a region where it fits has the warehouse room for its missing tables
+(the `storage` fact and the reservations in the trace, as the `storage`
+invariant counts them): a region full of other replicas cannot take them, and
+nothing in MAST evicts a replica to make room.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from actors.checks.storage import StorageBook
 from actors.mast.ras import NON_ML
 from emulator.liveness import LivenessReport, Stuck
 from emulator.trace import TraceEvent
@@ -99,6 +104,7 @@ class WorkloadLiveness:
         self.copying: dict[tuple[str, str], int] = {}
         self.moves_data = False
         self.down: set[str] = set()
+        self.storage = StorageBook()
 
     # ---- reading the trace -----------------------------------------------------------
     def observe(self, event: TraceEvent) -> None:
@@ -116,6 +122,7 @@ class WorkloadLiveness:
                 handler(args, result, event.t_us)
 
     def _setup(self, type_: str, payload: Any) -> None:
+        self.storage.setup(type_, payload)
         if type_ == "machines":
             self.hosts = {h: _Host(r, t, int(g or 0)) for h, (r, t, g) in payload.items()}
         elif type_ == "clusters":
@@ -203,6 +210,7 @@ class WorkloadLiveness:
             h.changes.append((t_us, h.used))
 
     def _catalog_replica(self, args: list[Any], result: Any, t_us: int) -> None:
+        self.storage.add(args[0], args[1])
         regions = self.ready.setdefault(args[0], set())
         if args[2] == "ready":
             regions.add(args[1])
@@ -212,10 +220,12 @@ class WorkloadLiveness:
     def _catalog_delete(self, args: list[Any], result: Any, t_us: int) -> None:
         if result:
             self.ready.get(args[0], set()).discard(args[1])
+            self.storage.remove(args[0], args[1])
 
     def _migration_order(self, args: list[Any], result: Any, t_us: int) -> None:
         if result is not None:
             self.moves_data = True
+            self.storage.add(args[1], args[3])
             key = (args[1], args[3])
             self.copying[key] = self.copying.get(key, 0) + 1
 
@@ -227,6 +237,7 @@ class WorkloadLiveness:
     def _migration_cancel(self, args: list[Any], result: Any, t_us: int) -> None:
         if result:
             self._copied(result[0], result[1])
+            self.storage.remove(result[0], result[1])
 
     def _copied(self, table: str, region: str) -> None:
         left = self.copying.get((table, region), 0) - 1
@@ -341,5 +352,8 @@ class WorkloadLiveness:
                 return None  # waiting for a copy in flight
         if not self.moves_data:
             return None  # nothing in this run moves data: it can never run
+        roomy = [r for r in fits if self.storage.has_room(r, tables)]
+        if not roomy:
+            return None  # no region where it fits can take its tables
         state = "waiting for data" if w.state == "WAITING_DATA" else "data elsewhere"
-        return f"{state}, fits {fits[0]}, no copy of its tables in flight"
+        return f"{state}, fits {roomy[0]}, no copy of its tables in flight"

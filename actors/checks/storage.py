@@ -21,23 +21,22 @@ from emulator.trace import TraceEvent
 from store.mast.copies import DAY_US
 
 
-class StorageChecker(FactsChecker):
-    name = "storage"
-    _routes = {
-        "migration.order": "on_order",
-        "migration.cancel": "on_drop",
-        "catalog.replica": "on_replica",
-        "catalog.delete": "on_delete",
-    }
+class StorageBook:
+    """Which table replicas each region holds or has reserved, and their bytes.
+
+    Fed from the `storage` and `catalog` setup facts and the store events that
+    reserve (`migration.order`, a replica made ready) or free (`migration.cancel`,
+    `catalog.delete`) a replica's bytes; shared by the `storage` invariant and
+    the liveness judge, which must agree on what "room" means.
+    """
 
     def __init__(self) -> None:
-        super().__init__()
         self.capacity: dict[str, int] = {}
         self.sizes: dict[str, int] = {}
         self.held: set[tuple[str, str]] = set()
         self.used: dict[str, int] = {}
 
-    def on_setup(self, type_: str, payload: Any) -> None:
+    def setup(self, type_: str, payload: Any) -> None:
         if type_ == "storage":
             self.capacity = dict(payload["capacity"])
             self.sizes = dict(payload["sizes"])
@@ -49,23 +48,62 @@ class StorageChecker(FactsChecker):
         for table, region in sorted(self.held):
             self.used[region] = self.used.get(region, 0) + self.sizes.get(table, 0)
 
-    def _add(self, table: str, region: str, t_us: int) -> list[str]:
+    def add(self, table: str, region: str) -> bool:
+        """Count a replica of `table` in `region`; False if it was counted already."""
         if (table, region) in self.held:
-            return []
+            return False
         self.held.add((table, region))
         self.used[region] = self.used.get(region, 0) + self.sizes.get(table, 0)
-        cap = self.capacity.get(region)
-        if cap is not None and self.used[region] > cap:
-            return [
-                f"{region} holds {self.used[region]:,} bytes over its {cap:,}-byte capacity "
-                f"after {table} was placed there at {t_us} µs"
-            ]
-        return []
+        return True
 
-    def _remove(self, table: str, region: str) -> None:
+    def remove(self, table: str, region: str) -> None:
         if (table, region) in self.held:
             self.held.discard((table, region))
             self.used[region] -= self.sizes.get(table, 0)
+
+    def over(self, region: str) -> int | None:
+        """The capacity `region` exceeds now, or None while it holds no more than it."""
+        cap = self.capacity.get(region)
+        return cap if cap is not None and self.used.get(region, 0) > cap else None
+
+    def has_room(self, region: str, tables: list[str]) -> bool:
+        """Whether `tables` (those not there yet) fit in what `region` has left.
+
+        A run that stated no capacities has room everywhere.
+        """
+        cap = self.capacity.get(region)
+        if cap is None:
+            return True
+        extra = sum(self.sizes.get(t, 0) for t in set(tables) if (t, region) not in self.held)
+        return self.used.get(region, 0) + extra <= cap
+
+
+class StorageChecker(FactsChecker):
+    name = "storage"
+    _routes = {
+        "migration.order": "on_order",
+        "migration.cancel": "on_drop",
+        "catalog.replica": "on_replica",
+        "catalog.delete": "on_delete",
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.book = StorageBook()
+
+    def on_setup(self, type_: str, payload: Any) -> None:
+        self.book.setup(type_, payload)
+
+    def _add(self, table: str, region: str, t_us: int) -> list[str]:
+        if not self.book.add(table, region):
+            return []
+        cap = self.book.over(region)
+        if cap is not None:
+            return [
+                f"{region} holds {self.book.used[region]:,} bytes over its {cap:,}-byte capacity "
+                f"after {table} was placed there at {t_us} µs"
+            ]
+        return []
 
     def on_order(self, args: list[Any], result: Any, event: TraceEvent) -> list[str]:
         return self._add(args[1], args[3], event.t_us) if result is not None else []
@@ -75,12 +113,12 @@ class StorageChecker(FactsChecker):
 
     def on_drop(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         if result:
-            self._remove(result[0], result[1])
+            self.book.remove(result[0], result[1])
         return []
 
     def on_delete(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         if result:
-            self._remove(args[0], args[1])
+            self.book.remove(args[0], args[1])
         return []
 
 

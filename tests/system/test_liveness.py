@@ -171,6 +171,37 @@ def test_waiting_for_data_is_legitimate_only_while_a_copy_is_in_flight() -> None
     assert verdict(History().submit(0, "W", table="far").end(30)) == ([], 1, 0)
 
 
+def test_waiting_for_data_with_no_room_for_it_where_the_workload_fits_is_legitimate() -> None:
+    """The judge counts warehouse room as the `storage` invariant does: nothing evicts a replica.
+
+    east holds `t` (60 of its 100 bytes); W needs `far` (50 bytes, in west).
+    """
+    stuck = [("W", "waiting for data, fits east, no copy of its tables in flight")]
+
+    def story(*edits: tuple[float, str, list[Any]]) -> list[TraceEvent]:
+        h = History()
+        h.fact("storage", {"capacity": {"east": 100}, "sizes": {"t": 60, "t2": 30, "far": 50}})
+        h.submit(0, "W", table="far").move(0.5, "W", "WAITING_DATA")
+        h.add(1, "store", "migration.order", [[0, "t2", "west", "east", 1], 8])
+        h.add(2, "store", "migration.cancel", [[0, 8], ["t2", "east"]])
+        for t_min, type_, payload in edits:
+            h.add(t_min, "store", type_, payload)
+        return h.end(30)
+
+    assert verdict(story()) == ([], 1, 0)  # 60 + 50 > 100
+    freed = (3, "catalog.delete", [["t", "east"], True])
+    assert verdict(story(freed))[0] == stuck  # 0 + 50: room, and nothing copies
+    # A reservation holds room as a replica does: 30 + 50 fits, 30 + 60 + 50 does not.
+    reserved = (4, "migration.order", [[0, "t2", "west", "east", 1], 9])
+    assert verdict(story(freed, reserved))[0] == stuck
+    assert verdict(story(reserved)) == ([], 1, 0)
+    # A run that states no capacity has room everywhere.
+    h = History().submit(0, "W", table="far").move(0.5, "W", "WAITING_DATA")
+    h.add(1, "store", "migration.order", [[0, "t2", "west", "east", 1], 8])
+    h.add(2, "store", "migration.cancel", [[0, 8], ["t2", "east"]])
+    assert verdict(h.end(30))[0] == stuck
+
+
 def test_the_text_lists_the_stuck_workloads_with_their_state_and_the_heal() -> None:
     events = History().submit(0, "W").move(1, "W", "WAITING").end(30)
     assert liveness_lines(judge_liveness(events)) == [

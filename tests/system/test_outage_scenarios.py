@@ -19,6 +19,7 @@ import pytest
 
 from actors.common.cm.manager import ClusterManager
 from actors.mast.system import MastSystem
+from emulator.liveness import judge_liveness
 from emulator.registry import builtin_scenarios, register_system
 from emulator.run.events import NamedEvent, named
 from emulator.run.runner import RunResult
@@ -180,6 +181,40 @@ def test_wan_the_daily_cap_and_the_storage_quota_hold(runs: dict[str, Run]) -> N
     assert asked and all(a["region"] is None for a in asked)
     final = workload_states(result)
     assert final["image-tagger"] == final["archive-scan"] == "WAITING_DATA"
+
+
+def test_wan_whichever_workload_loses_eu_wests_room_waits_without_being_stuck(
+    runs: dict[str, Run], tmp_path: Path
+) -> None:
+    """eu-west takes `images` (15 TB) or `archive` (30 TB), never both (40 TB).
+
+    The scenario's story gives the room to `images`, asked first. explore found
+    the other order (seed 2, shrunk): the migration leader paused from the start
+    for 15m25.5s, its requests piled up and reached it in resend order;
+    `archive` won the room, and the liveness judge, blind to storage, called
+    image-tagger stuck. It counts each region's room now, as the `storage`
+    invariant does, and the scenario names no workload that may wait.
+    """
+    assert "may_wait" not in raw_builtin("wan-partition-migration")["invariants"]
+    _, events = runs["wan-partition-migration"]
+    (report,) = judge_liveness(events)
+    assert report.stuck == [] and report.waiting_ok == 2  # image-tagger (the cap), archive-scan
+
+    def paused(raw: dict[str, Any]) -> None:
+        pause = {"action": "pause", "at": "0s", "target": "leader of migration"}
+        raw["faults"] = [{**pause, "duration": "15m25.536892s"}]
+
+    result, events = run_builtin("wan-partition-migration", tmp_path / "paused.db", paused)
+    assert result.status == "ok" and result.violations == []
+    held = copies(result)
+    assert held["archive"][0] == "eu-west" and "images" not in held  # the other order
+    # archive's copy waits for the next day's cap (clicks took 20 of today's 30 TB);
+    # images has no room in eu-west at all.
+    assert held["archive"][3] == "queued"
+    final = workload_states(result)
+    assert final["image-tagger"] == final["archive-scan"] == "WAITING_DATA"
+    (report,) = judge_liveness(events)
+    assert report.stuck == [] and report.waiting_ok == 2
 
 
 def test_wan_the_workload_waiting_for_its_data_runs_once_it_lands(runs: dict[str, Run]) -> None:
