@@ -32,8 +32,13 @@ trace. One simplification, towards reporting: priority is ignored (free
 capacity is free to anyone). Waiting for data is legitimate while a copy of a missing table
 into a region where the workload fits is in flight; when no copy is, the
 workload is reported only if the run moves data at all (some copy was
-ordered), since without a migration service nothing would ever move it, and
-only if a region where it fits has the warehouse room for its missing tables
+ordered), since without a migration service nothing would ever move it; only
+if it waits for data (`WAITING_DATA`) or no region holding its data has its
+kinds of hardware (otherwise the GMS found a region with its data and its
+hardware, full for now: it waits for room there, as MAST's GMS intends, and
+asks for no copy; Tetris's periodic passes may move data, on no schedule the
+grace could hold them to); and only if a region where it fits has the
+warehouse room for its missing tables
 (the `storage` fact and the reservations in the trace, as the `storage`
 invariant counts them): a region full of other replicas cannot take them, and
 nothing in MAST evicts a replica to make room.
@@ -105,6 +110,8 @@ class WorkloadLiveness:
         self.moves_data = False
         self.down: set[str] = set()
         self.storage = StorageBook()
+        # Region → kinds of hardware in its ML clusters (None: CPU), made once when judging.
+        self._kinds: dict[str, set[str | None]] | None = None
 
     # ---- reading the trace -----------------------------------------------------------
     def observe(self, event: TraceEvent) -> None:
@@ -302,6 +309,7 @@ class WorkloadLiveness:
         if not self.workloads:
             return None
         out = LivenessReport(self.name, final_heal_us, end_us)
+        self._kinds = None
         free = self._free(end_us - self.grace_us)
         for wid, w in sorted(self.workloads.items()):
             if w.state in TERMINAL:
@@ -322,6 +330,20 @@ class WorkloadLiveness:
             else:
                 out.stuck.append(Stuck(wid, w.state, w.since_us, why))
         return out
+
+    def _has_home(self, jobs: list[dict[str, Any]], tables: list[str]) -> bool:
+        """Whether a region with ready replicas of all `tables` has the jobs' kinds of hardware."""
+        kinds = self._kinds
+        if kinds is None:
+            kinds = self._kinds = {}
+            for h in self.hosts.values():
+                if h.ml:
+                    kinds.setdefault(h.region, set()).add(h.gpu_type if h.gpus else None)
+        needed = {kind for job in jobs for kind, n in self._demand(job).items() if n}
+        return any(
+            needed <= have and all(region in self.ready.get(t, ()) for t in tables)
+            for region, have in kinds.items()
+        )
 
     def _frozen(self, w: _Workload, final_heal_us: int, end_us: int) -> str | None:
         """Why a running workload is frozen (the module docstring), or None."""
@@ -352,6 +374,8 @@ class WorkloadLiveness:
                 return None  # waiting for a copy in flight
         if not self.moves_data:
             return None  # nothing in this run moves data: it can never run
+        if w.state != "WAITING_DATA" and self._has_home(w.jobs, tables):
+            return None  # it waits for room where its data is (the module docstring)
         roomy = [r for r in fits if self.storage.has_room(r, tables)]
         if not roomy:
             return None  # no region where it fits can take its tables
