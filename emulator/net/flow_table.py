@@ -12,6 +12,11 @@ What must stay true:
   model is advanced only at completion instants it reported itself.
 - A completed flow is announced once, by `FlowDone` to its owner, and only if
   it was neither cancelled nor orphaned by its owner's crash.
+- Until the owner has read its `FlowDone` (a paused owner reads it late), the
+  flow is complete to it: its progress is its size, and stopping or pacing it
+  changes nothing. An owner acts on what it knows; its flows may have ended
+  meanwhile (explore found the migration service, paused past a flow's end,
+  dying on the progress of a flow the table had forgotten).
 - Flow ids follow start order and completions are handled in the order
   `FluidNetwork.advance` returns them, so the trace is deterministic.
 """
@@ -51,6 +56,9 @@ class FlowTable:
         self._kernel = kernel
         self._owner: dict[int, str] = {}  # live flow id → the address that started it
         self._owned: dict[str, set[int]] = {}  # address → its live flows (cancelled on its crash)
+        self._size: dict[int, int] = {}  # live flow id → its bytes
+        # Finished flows (id → bytes) whose owner may not have read `FlowDone` yet.
+        self._ended: dict[int, int] = {}
         self._seq = 0
         self._token = 0
 
@@ -64,6 +72,7 @@ class FlowTable:
         self.fluid.start(flow_id, src_region, dst_region, nbytes, kernel.now_us, qos=qos)
         self._owner[flow_id] = owner
         self._owned.setdefault(owner, set()).add(flow_id)
+        self._size[flow_id] = nbytes
         kernel.trace_event(
             "flow", owner, "", "start", (flow_id, src_region, dst_region, nbytes, qos)
         )
@@ -71,7 +80,10 @@ class FlowTable:
         return flow_id
 
     def progress(self, flow_id: int) -> tuple[int, int]:
-        """(bytes arrived, total bytes) of an active flow now."""
+        """(bytes arrived, total bytes) of a flow now: all of them once it finished."""
+        ended = self._ended.get(flow_id)
+        if ended is not None:
+            return ended, ended
         return self.fluid.progress(flow_id, self._kernel.now_us)
 
     def set_rate_cap(self, flow_id: int, cap_bps: float | None) -> None:
@@ -92,10 +104,18 @@ class FlowTable:
         return min(fluid.capacity_bps(link) for link in path)
 
     def cancel(self, owner: str, flow_id: int) -> int:
-        """`owner` stops a flow; returns the bytes that had arrived (0 if it was not live)."""
+        """`owner` stops a flow; returns the bytes that had arrived.
+
+        A flow that finished before is left as it was: all its bytes arrived
+        (its `FlowDone` still reaches the owner). One never started, or
+        cancelled before, moved nothing (0).
+        """
         owned = self._owned.get(owner)
         if owned is not None:
             owned.discard(flow_id)
+        ended = self._ended.get(flow_id)
+        if ended is not None:
+            return ended
         return self._cancel(flow_id)
 
     def cancel_all(self, owner: str) -> None:
@@ -106,6 +126,7 @@ class FlowTable:
     def _cancel(self, flow_id: int) -> int:
         if self._owner.pop(flow_id, None) is None:
             return 0
+        del self._size[flow_id]
         kernel = self._kernel
         done = self.fluid.cancel(flow_id, kernel.now_us)
         kernel.trace_event("flow", "", "", "cancel", (flow_id, done))
@@ -128,6 +149,7 @@ class FlowTable:
             owner = self._owner.pop(flow_id, None)
             if owner is None:
                 continue
+            self._ended[flow_id] = self._size.pop(flow_id)
             owned = self._owned.get(owner)
             if owned is not None:
                 owned.discard(flow_id)

@@ -10,7 +10,7 @@ from emulator.net.network import GBPS_TO_BYTES
 from emulator.net.specs import NetworkSpec, RegionPairSpec
 from emulator.run.events import named
 from emulator.run.faults import FaultInjector
-from emulator.run.scenario import DuplicateFault, Duration, LossFault, PartitionFault
+from emulator.run.scenario import DuplicateFault, Duration, LossFault, PartitionFault, PauseFault
 from emulator.sysmsg import FlowDone
 from emulator.units import MS, S
 from tests.support.actors import Beater
@@ -160,6 +160,41 @@ def test_a_crashed_owner_cancels_its_flows() -> None:
     cancel = [named(e) for e in flows if e.type == "cancel"]
     assert len(cancel) == 1 and cancel[0].bytes_done == gb  # half of it had arrived
     assert not [e for e in flows if e.type == "done"]
+
+
+class LateReader(Mover):
+    """On the first `FlowDone`, reads, paces and stops the other flow, then notes its own end."""
+
+    @on(FlowDone)
+    def finished(self, msg: FlowDone) -> None:
+        if not self.done:
+            other = self.ids[1]
+            self.seen = self.flow_progress(other)
+            self.set_flow_rate_cap(other, 1.0)
+            self.stopped = self.cancel_flow(other)
+        self.done[msg.flow_id] = self.now_us
+
+
+def test_a_paused_owner_finds_a_flow_that_ended_meanwhile_complete() -> None:
+    """Found by explore: the migration service, paused past a flow's end, died reading it.
+
+    A (0.5 GB) ends at 1 s, B (1 GB) at 1.5 s, while their owner is paused from
+    0.5 s to 2.5 s. Handling A's `FlowDone` first, it asks after B: complete,
+    though B's own `FlowDone` waits behind; pacing and stopping B change nothing.
+    """
+    k = _flow_kernel()
+    flows = record(k, "flow")
+    gb = 1_000_000_000
+    spawn(k, LateReader, "m", "east/ctl0", [("east", "west", gb // 2), ("east", "west", gb)])
+    pause = PauseFault(at=Duration(S // 2), target="m", duration=Duration(2 * S))
+    FaultInjector(k).schedule([pause])  # type: ignore[arg-type]
+    asyncio.run(k.run(100 * S))  # type: ignore[attr-defined]
+    m = k.instance("m")  # type: ignore[attr-defined]
+    a, b = m.ids
+    assert m.seen == (gb, gb) and m.stopped == gb
+    assert m.done == {a: S * 5 // 2, b: S * 5 // 2}  # both read once the pause is over
+    ended = [(e.type, named(e).flow_id) for e in flows if e.type in ("done", "cancel", "cap")]
+    assert ended == [("done", a), ("done", b)]  # nothing paced or cancelled after its end
 
 
 def test_machine_and_region_failures_crash_hosted_actors_until_they_come_back() -> None:
