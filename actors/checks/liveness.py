@@ -106,6 +106,8 @@ class WorkloadLiveness:
         # elsewhere leaves the old ones until their CM frees them (`fleet.leftovers`).
         self.held: dict[tuple[str, str], dict[str, int]] = {}
         self.ready: dict[str, set[str]] = {}
+        # When each (table, region) replica last became ready (absent: from the start).
+        self.ready_at: dict[tuple[str, str], int] = {}
         self.copying: dict[tuple[str, str], int] = {}
         self.moves_data = False
         self.down: set[str] = set()
@@ -220,6 +222,8 @@ class WorkloadLiveness:
         self.storage.add(args[0], args[1])
         regions = self.ready.setdefault(args[0], set())
         if args[2] == "ready":
+            if args[1] not in regions:
+                self.ready_at[(args[0], args[1])] = t_us
             regions.add(args[1])
         else:
             regions.discard(args[1])
@@ -239,7 +243,10 @@ class WorkloadLiveness:
     def _migration_done(self, args: list[Any], result: Any, t_us: int) -> None:
         if result:
             self._copied(result[0], result[1])
-            self.ready.setdefault(result[0], set()).add(result[1])
+            regions = self.ready.setdefault(result[0], set())
+            if result[1] not in regions:
+                self.ready_at[(result[0], result[1])] = t_us
+            regions.add(result[1])
 
     def _migration_cancel(self, args: list[Any], result: Any, t_us: int) -> None:
         if result:
@@ -310,7 +317,8 @@ class WorkloadLiveness:
             return None
         out = LivenessReport(self.name, final_heal_us, end_us)
         self._kinds = None
-        free = self._free(end_us - self.grace_us)
+        since_us = end_us - self.grace_us
+        free = self._free(since_us)
         for wid, w in sorted(self.workloads.items()):
             if w.state in TERMINAL:
                 continue
@@ -324,7 +332,7 @@ class WorkloadLiveness:
             if end_us - max(final_heal_us, w.since_us) < self.grace_us:
                 out.too_recent += 1
                 continue
-            why = self._could_run(w, free)
+            why = self._could_run(w, free, since_us)
             if why is None:
                 out.waiting_ok += 1
             else:
@@ -358,16 +366,24 @@ class WorkloadLiveness:
         )
 
     def _could_run(
-        self, w: _Workload, free: dict[str, dict[str, dict[str | None, int]]]
+        self, w: _Workload, free: dict[str, dict[str, dict[str | None, int]]], since_us: int
     ) -> str | None:
-        """Why the workload could run now ('fits REGION'…), or None if it may wait."""
+        """Why the workload could run now ('fits REGION'…), or None if it may wait.
+
+        Its data must have been where it fits since `since_us` too, as the room.
+        """
         tables = sorted({t for job in w.jobs for t in job.get("input_tables", ())})
         fits = [region for region, clusters in sorted(free.items()) if self._fits(w.jobs, clusters)]
         if not fits:
             return None
+        landed = False  # its data arrived where it fits, within the grace
         for region in fits:
             if all(region in self.ready.get(t, ()) for t in tables):
-                return f"fits {region}"
+                if all(self.ready_at.get((t, region), 0) <= since_us for t in tables):
+                    return f"fits {region}"
+                landed = True
+        if landed:
+            return None
         for region in fits:
             missing = [t for t in tables if region not in self.ready.get(t, ())]
             if any((t, region) in self.copying for t in missing):

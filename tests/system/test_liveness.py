@@ -233,6 +233,24 @@ def test_waiting_for_data_with_no_room_for_it_where_the_workload_fits_is_legitim
     assert verdict(h.end(30))[0] == stuck
 
 
+def test_data_that_landed_within_the_grace_does_not_count() -> None:
+    """Room and data alike must have been there for the whole grace.
+
+    explore found it (wan-partition-migration, seed 2): the migration service,
+    down until 15 minutes before the end, finished a copy 30 s before it, and
+    the judge called the workload waiting for it stuck.
+    """
+
+    def story(done_min: float) -> list[TraceEvent]:
+        h = History().submit(0, "W", table="far").move(0.5, "W", "WAITING_DATA")
+        h.add(1, "store", "migration.order", [[0, "far", "west", "east", 1], 7])
+        h.add(done_min, "store", "migration.done", [[0, 7, 0.0], ["far", "east", 1]])
+        return h.end(30)
+
+    assert verdict(story(29.5)) == ([], 1, 0)
+    assert verdict(story(20))[0] == [("W", "fits east")]  # 10 min before the end: judged
+
+
 def test_the_text_lists_the_stuck_workloads_with_their_state_and_the_heal() -> None:
     events = History().submit(0, "W").move(1, "W", "WAITING").end(30)
     assert liveness_lines(judge_liveness(events)) == [

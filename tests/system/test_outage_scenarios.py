@@ -217,6 +217,37 @@ def test_wan_whichever_workload_loses_eu_wests_room_waits_without_being_stuck(
     assert report.stuck == [] and report.waiting_ok == 2
 
 
+def test_wan_a_copy_that_lands_just_before_the_end_leaves_its_workload_waiting_not_stuck(
+    tmp_path: Path,
+) -> None:
+    """explore's schedule (seed 2, shrunk): the service down from 45m50s to 2h15m.
+
+    It resumes the copy of `clicks`, which lands 30 s before the run ends:
+    clicks-ranker has had no time to be placed, and is not stuck.
+    """
+
+    def late(raw: dict[str, Any]) -> None:
+        crash = {"action": "crash", "target": "leader of migration"}
+        raw["faults"] = [
+            {**crash, "at": "7m5.170005s", "restart_after": "2m19.784835s"},
+            *raw["faults"],
+            {**crash, "at": "45m50.942013s", "restart_after": "1h29m9.057987s"},
+        ]
+
+    result, events = run_builtin("wan-partition-migration", tmp_path / "late.db", late)
+    assert result.status == "ok" and result.violations == []
+    (landed,) = [
+        e.t_us
+        for e in store_events(events, "migration.done")
+        if e.result and copy_finished(e).table == "clicks"
+    ]
+    end = 150 * MIN
+    assert end - MIN < landed < end  # the story still happens
+    assert workload_states(result)["clicks-ranker"] == "WAITING_DATA"
+    (report,) = judge_liveness(events)
+    assert report.stuck == []
+
+
 def test_wan_the_workload_waiting_for_its_data_runs_once_it_lands(runs: dict[str, Run]) -> None:
     result, events = runs["wan-partition-migration"]
     (landed,) = [
