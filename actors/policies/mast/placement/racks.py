@@ -80,27 +80,33 @@ class RackPool:
 
     def with_units(self, units: Mapping[str, int], rack_of: Mapping[str, str]) -> RackPool:
         """This pool with the given hosts at the given units (0 removes a host)."""
-        by_rack: dict[str, dict[str, int]] = defaultdict(dict)
+        racks, room, order = self._racks.copy(), self.room.copy(), self.order.copy()
+        # Each changed rack's hosts as a new dict (the old pool keeps its own).
+        touched: dict[str, dict[str, int]] = {}
         for host, n in units.items():
-            by_rack[rack_of[host]][host] = n
-        racks, room, order = dict(self._racks), dict(self.room), list(self.order)
+            rack = rack_of[host]
+            current = touched.get(rack)
+            if current is None:
+                got = racks.get(rack)
+                current = touched[rack] = dict(got) if got else {}
+            if n > 0:
+                current[host] = n
+            else:
+                current.pop(host, None)
         total = self.total
-        for rack, changes in by_rack.items():
+        for rack, current in touched.items():
             old = room.pop(rack, 0)
-            got = racks.pop(rack, None)
-            current = dict(got) if got else {}  # a copy: the old pool keeps its own
             if old:
                 del order[bisect_left(order, (-old, rack))]
-            new = old
-            for host, n in changes.items():
-                new += n - current.pop(host, 0)
-                if n > 0:
-                    current[host] = n
-            total += new - old
+            new = 0
             if current:
+                new = sum(current.values())
                 racks[rack] = current  # sorted when read (`rack_slots`)
                 room[rack] = new
                 insort(order, (-new, rack))
+            else:
+                racks.pop(rack, None)
+            total += new - old
         unit = self.unit and (not units or max(units.values()) <= 1)
         return RackPool(racks, room, order, unit, total)
 
