@@ -7,12 +7,16 @@ client keeps one timer, for the next submission; after a crash it resumes
 from the first workload the queue does not hold yet.
 
 With a `patience`, the client also stands for owners who give up: a
-workload still queued at the lowest priority (opportunistic: over quota, or
-of a tenant without one) `patience` after its submission, and never started,
-is withdrawn. Without it a load above what the fleet runs grows the queue
-for as long as the run lasts; with it the queue settles where withdrawals
-match the excess. A second timer walks the deadlines in order; a restarted
-client judges at once every deadline that passed before it started.
+workload queued at the lowest priority (opportunistic: over quota, or of a
+tenant without one) more than `patience` after its submission, and never
+started, is withdrawn. Without it a load above what the fleet runs grows the
+queue for as long as the run lasts; with it the queue settles where
+withdrawals match the excess. A second timer walks the deadlines in order; a
+workload still waiting at its deadline but within quota then is judged again
+every `RECHECK_US` until it starts or leaves the queue (its tenant's usage may
+push it over quota later: judged only once, it would wait forever at the
+lowest priority). A restarted client judges at once every deadline that
+passed before it started.
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ from actors.common.messages import Submitted
 from emulator.actor import Actor, on
 from store.mast import queue
 from store.mast.records import PRIORITY_LOWEST, WorkloadSpec
+
+# How often a workload past its deadline but within quota is judged again: a
+# few GMS passes (its priority changes only when a pass ranks the queue).
+RECHECK_US = 10 * 60 * 1_000_000
 
 
 class ClientParams(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,6 +67,9 @@ class Client(Actor):
             else []
         )
         self.due = 0
+        # Past their deadline, still queued and never started, within quota when last
+        # judged (the module docstring), in id order.
+        self.overdue: list[str] = []
         self._arm_give_up()
 
     def _arm(self) -> None:
@@ -66,8 +77,12 @@ class Client(Actor):
             self.set_timer(max(0, self.todo[self.next].submit_at_us - self.now_us), _Next())
 
     def _arm_give_up(self) -> None:
-        if self.due < len(self.deadlines):
-            self.set_timer(max(0, self.deadlines[self.due][0] - self.now_us), _GiveUp())
+        at = self.deadlines[self.due][0] if self.due < len(self.deadlines) else None
+        if self.overdue:
+            again = self.now_us + RECHECK_US
+            at = again if at is None else min(at, again)
+        if at is not None:
+            self.set_timer(max(0, at - self.now_us), _GiveUp())
 
     @on(_Next)
     async def submit_due(self, _: _Next) -> None:
@@ -81,16 +96,18 @@ class Client(Actor):
 
     @on(_GiveUp)
     async def give_up(self, _: _GiveUp) -> None:
-        due: list[str] = []
+        due = list(self.overdue)
         while self.due < len(self.deadlines) and self.deadlines[self.due][0] <= self.now_us:
             due.append(self.deadlines[self.due][1])
             self.due += 1
-        for entry in await self.store(queue.entries, due):
-            if (
-                entry.state in queue.QUEUED
-                and entry.started_us is None
-                and entry.priority == PRIORITY_LOWEST
-            ):
-                # Compare-and-set: an award since the read leaves the workload be.
-                await self.store(queue.transition, entry.id, queue.QUEUED, "WITHDRAWN", self.now_us)
+        waiting: list[str] = []
+        for entry in await self.store(queue.entries, sorted(due)):
+            if entry.state not in queue.QUEUED or entry.started_us is not None:
+                continue  # it ran, or left the queue: nothing to give up on any more
+            if entry.priority != PRIORITY_LOWEST:
+                waiting.append(entry.id)
+                continue
+            # Compare-and-set: an award since the read leaves the workload be.
+            await self.store(queue.transition, entry.id, queue.QUEUED, "WITHDRAWN", self.now_us)
+        self.overdue = waiting
         self._arm_give_up()

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from actors.checks.lost_workload import LostWorkloadChecker
+from actors.common.client import RECHECK_US
 from actors.mast.timeline.recording import state_at
 from emulator.run.replay import check
 from emulator.testing import run_scenario
@@ -92,6 +93,36 @@ def test_a_client_restarted_after_a_deadline_withdraws_at_once(tmp_path: Path) -
     assert result.violations == []
     [(wid, t_us)] = _withdrawals(events)
     assert wid == "O" and 2 * H <= t_us < 2 * H + MIN
+
+
+def test_work_within_quota_at_its_deadline_is_withdrawn_once_it_falls_over_quota(
+    tmp_path: Path,
+) -> None:
+    """Judged once, at its deadline, such work waited forever at the lowest priority.
+
+    L holds 24 of east's 32 GPUs for three hours. W (tenant q, quota 16 GPUs)
+    wants 16 from 10 min on: within quota at its deadline (70 min), so kept.
+    At 75 min R, also q's, takes the 8 free GPUs: W is over quota from then
+    on, and the next look withdraws it.
+    """
+    raw = scenario(
+        [
+            workload("L", "lo", 0, job(gpus=24, work=3 * H)),
+            workload("W", "q", 10 * MIN, job(gpus=16)),
+            workload("R", "q", 75 * MIN, job(gpus=8, work=2 * H)),
+        ],
+        regions=("east",),
+        duration="5h",
+    )
+    raw["system"]["tenant_list"].append(
+        {"name": "q", "priority": 5, "gpu_quota": 16, "cpu_quota": 10_000}
+    )
+    raw["system"]["patience"] = "1h"
+    result, events = run(raw, tmp_path)
+    assert result.violations == []
+    ((wid, t_us),) = _withdrawals(events)
+    assert wid == "W" and 75 * MIN < t_us <= 75 * MIN + RECHECK_US + MIN
+    assert workload_states(result) == {"L": "DONE", "W": "WITHDRAWN", "R": "DONE"}
 
 
 def test_a_withdrawal_inside_an_open_auction_wins_and_the_bid_is_released(
