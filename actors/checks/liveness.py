@@ -29,19 +29,21 @@ for it; only machines in an ML dynamic cluster count: the `clusters` setup
 fact says which holds each machine at the start (a run without it counts a
 region as one cluster), and RAS's moves (`fleet.membership`) are in the
 trace. One simplification, towards reporting: priority is ignored (free
-capacity is free to anyone). Waiting for data is legitimate while a copy of a missing table
-into a region where the workload fits is in flight; when no copy is, the
-workload is reported only if the run moves data at all (some copy was
-ordered), since without a migration service nothing would ever move it; only
-if it waits for data (`WAITING_DATA`) or no region holding its data has its
-kinds of hardware (otherwise the GMS found a region with its data and its
-hardware, full for now: it waits for room there, as MAST's GMS intends, and
-asks for no copy; Tetris's periodic passes may move data, on no schedule the
-grace could hold them to); and only if a region where it fits has the
-warehouse room for its missing tables
-(the `storage` fact and the reservations in the trace, as the `storage`
-invariant counts them): a region full of other replicas cannot take them, and
-nothing in MAST evicts a replica to make room.
+capacity is free to anyone).
+
+Waiting for data is legitimate while a copy of a missing table into a region
+where the workload fits is in flight. When none is, the workload is reported
+only if all of these hold:
+- the run moves data at all (some copy was ordered): without a migration
+  service nothing would ever move it;
+- it waits for data (`WAITING_DATA`), or no region holding its data has its
+  kinds of hardware: otherwise the GMS found a region with its data and its
+  hardware, full for now, where it waits for room as MAST's GMS intends
+  (asking for no copy; Tetris's periodic passes may move data, on no
+  schedule the grace could hold them to);
+- a region where it fits has the warehouse room for its missing tables (the
+  `storage` fact and the reservations in the trace, counted as the `storage`
+  invariant counts them): nothing in MAST evicts a replica to make room.
 """
 
 from __future__ import annotations
