@@ -26,7 +26,6 @@ reports that RAS changed its machines.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -35,6 +34,7 @@ from actors.common.cm.ledger import ClusterLedger
 from actors.common.leadership import LeaseHolder, LeaseTiming
 from actors.common.membership import ClusterChanged
 from actors.common.messages import EndReason, ExecutePlan, JobEnded, PlanResult, StopJob
+from actors.mast.dispatches import Dispatch, Live, job_request
 from actors.mast.messages import (
     Abstain,
     AuctionOpen,
@@ -47,12 +47,11 @@ from actors.mast.messages import (
     WorkloadEnded,
 )
 from actors.policies.mast import negative_cache as ncache
-from actors.policies.mast.placement.snapshot import JobRequest, Unschedulable, WorkloadPlan
+from actors.policies.mast.placement.snapshot import Unschedulable, WorkloadPlan
 from actors.policies.mast.registry import resolve
 from emulator.actor import on
 from emulator.units import Duration
 from store.mast import catalog, fleet, queue
-from store.mast.records import JobSpec
 
 
 class RMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -68,28 +67,6 @@ class RMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     # is held in the view this long, or until its award or release (module
     # docstring). None: auctions come one at a time and no plan is held.
     hold_ttl: Duration | None = None
-
-
-@dataclass
-class Dispatch:
-    """An awarded workload whose jobs are being started by their CMs."""
-
-    workload_id: str
-    plan: WorkloadPlan
-    jobs: dict[str, JobSpec]
-    results: dict[str, bool] = field(default_factory=dict)
-    # Jobs that ended before the dispatch settled: they no longer run, whatever
-    # their plan result says, so the gang did not start whole.
-    ended: set[str] = field(default_factory=set)
-
-
-@dataclass
-class Live:
-    """A workload this region runs: where each of its jobs is."""
-
-    auction_id: int
-    clusters: dict[str, str]  # job → cluster
-    ending: EndReason | None = None
 
 
 class _DispatchTimeout(msgspec.Struct, frozen=True, tag=True):
@@ -311,7 +288,7 @@ class RegionalScheduler(LeaseHolder):
         plan_priority = msg.priority
         if self.bug("rms-preempts-equal-priority"):
             plan_priority = max(0, plan_priority - 1)
-        requests = [_request(msg.workload_id, job, plan_priority) for job in msg.jobs]
+        requests = [job_request(msg.workload_id, job, plan_priority) for job in msg.jobs]
         props = [ncache.SchedProps.from_request(r) for r in requests]
         hit = any(ncache.fails_fast(self.cache, p) for p in props)
         self.cache = ncache.count(self.cache, hit)
@@ -491,13 +468,24 @@ class RegionalScheduler(LeaseHolder):
             self._settle(msg.auction_id, d)
 
     @on(_DispatchTimeout)
-    def dispatch_timeout(self, msg: _DispatchTimeout) -> None:
+    async def dispatch_timeout(self, msg: _DispatchTimeout) -> None:
         d = self.dispatching.get(msg.auction_id)
         # A deposed leader's memory is stale: its successor settles the dispatch.
-        if d is not None and self.leading:
-            for job_plan in d.plan.jobs:
-                d.results.setdefault(job_plan.job, False)
-            self._settle(msg.auction_id, d)
+        if d is None or not self.leading:
+            return
+        # A job whose result has not come may have started all the same (its CM's
+        # answer lost, or late: this RMS was paused): the store says. Such a job is
+        # stopped like a started one, so that the GMS gets the workload back only
+        # once nothing of it runs; the others count as refused.
+        for jp in d.plan.jobs:
+            if jp.job not in d.results:
+                row = await self.store(fleet.job, d.workload_id, jp.job)
+                d.results[jp.job] = (
+                    row is not None
+                    and row.state in fleet.LIVE_JOB_STATES
+                    and row.cluster == jp.cluster_id
+                )
+        self._settle(msg.auction_id, d)
 
     def _settle(self, auction_id: int, d: Dispatch) -> None:
         del self.dispatching[auction_id]
@@ -587,14 +575,3 @@ class RegionalScheduler(LeaseHolder):
                     reason=reason,
                 ),
             )
-
-
-def _request(workload_id: str, job: JobSpec, priority: int) -> JobRequest:
-    return JobRequest(
-        workload_id=workload_id,
-        job=job.name,
-        gpu_type=job.gpu_type,
-        gpus=job.gpus,
-        cpu_machines=job.cpu_machines,
-        priority=priority,
-    )

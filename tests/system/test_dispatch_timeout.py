@@ -1,0 +1,71 @@
+"""An RMS's dispatch timeout with results that never came: the jobs may have started all the same.
+
+explore found it (`ras-fault-domain`, seed 7 of the search, shrunk to two
+faults): eu-west's RMS dispatched w000047 (preempting a job of w000031) and,
+nine seconds later, every RMS of eu-west was paused for 33m40s. Its CMs
+started the trainer and the preprocess job meanwhile; their `PlanResult`s
+found no RMS leader and waited. Back, the RMS handled its dispatch timeout
+first: it took the two silent jobs for refused, stopped the one it had heard
+of, and gave the workload back to the GMS — which queued it again while two
+of its jobs held machines (`gang`), and the preempted w000031 stayed RUNNING
+with nothing running (`no-lost-workload`). The RMS now asks the store which
+silent jobs hold machines: they count as started (here the whole gang had,
+so the dispatch succeeded); a gang that did not start whole has those stopped
+with the others before the workload goes back to the queue.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from emulator.trace import TraceEvent
+from emulator.units import S
+from tests.support.builtin import raw_builtin, run_raw
+from tests.support.trace import decision_events, store_events
+
+PAUSE = {"action": "pause", "at": "2h8m19.19882s", "target": "all of rms/eu-west"}
+
+
+def story() -> dict[str, Any]:
+    raw = raw_builtin("ras-fault-domain")
+    raw["faults"] = [
+        {"action": "down", "at": "1h40m", "node": "us-east/dc0/fd0"},
+        {**PAUSE, "duration": "33m40.80118s"},
+    ]
+    return raw
+
+
+def window(events: list[TraceEvent]) -> tuple[int, int]:
+    starts = [e.t_us for e in events if e.kind == "fault" and e.type == "pause.start"]
+    ends = [e.t_us for e in events if e.kind == "fault" and e.type == "pause.end"]
+    return min(starts), max(ends)
+
+
+def test_a_gang_that_started_while_its_rms_was_paused_runs_instead_of_being_requeued(
+    tmp_path: Path,
+) -> None:
+    result, events = run_raw(story(), tmp_path / "run.db")
+    assert result.status == "ok" and result.violations == []
+    paused, back = window(events)
+    # The story still happens: the award just before the pause, two starts during it.
+    (award,) = [e for e in decision_events(events, "rms.dispatch") if e.workload == "w000047"]
+    assert paused - 60 * S < award.t_us < paused
+    starts = [e for e in store_events(events, "fleet.start", "w000047") if e.result]
+    during = sorted(e.job_name for e in starts if paused < e.t_us < back)
+    assert during == ["preprocess", "trainer"]
+    # The store shows the whole gang holding machines: the dispatch succeeded.
+    moves = [
+        (e.to_state, e.t_us)
+        for e in store_events(events, "queue.transition", "w000047")
+        if e.result
+    ]
+    assert [state for state, _ in moves] == ["RUNNING"] and moves[0][1] >= back
+    assert not [e for e in store_events(events, "fleet.release", "w000047") if e.result]
+    # The victim it preempted meanwhile went back to the queue once its end was heard.
+    victim = [
+        (e.to_state, e.t_us)
+        for e in store_events(events, "queue.transition", "w000031")
+        if e.result
+    ]
+    assert [state for state, t_us in victim if t_us >= back][:1] == ["PENDING"]
