@@ -1,26 +1,27 @@
 """The regional ML scheduler (RMS): bids in auctions, dispatches plans to its CMs.
 
 For an auction it checks, in order: that the region has the hardware (else it abstains with
-`no_hardware`), that every input table has a ready replica in the region (`no_data`), the
-negative cache (`negative_cache`); then it searches every dynamic cluster for every job (the
-MAST-level policy's `place`) and bids the plan's P_score, or abstains `unschedulable`. The plan
-is kept as a tentative reservation until the award or release. With pipelined auctions
-(`hold_ttl` set) the reservation is also held in the view, under a key of its own at the highest
-priority (so no plan picks it as a victim), for every later bid to see. It goes into the view
-when the next bid reads it: most holds end before another bid comes, and their views never
-change. A hold whose Award or Release never comes lapses after `hold_ttl`. Holds (`rms.hold`)
-and their ends (`rms.unhold`: awarded, released or expired) are in the trace. A failure found
-while holds stand is cached only until one of them ends without an award: its machines may fit
-what failed (`negative_cache.forget_held`). A preempting plan's victims are not held: two holds
-may count on one victim's machines, and the CM refuses whichever plan comes second. On award it
-applies the plan to its view, sends one plan per job to the job's CM, and reports to the GMS
-once every job has started — or, if any CM refused, rolls the others back. A job that ends
-before its whole gang has started (preempted, failed, or a machine lost) fails the dispatch like
-a refused plan. A workload ends when all its jobs have: if one is preempted or fails, the others
-are stopped first, so the GMS re-queues it only when nothing of it runs. Cluster views are
-loaded when an epoch starts and brought up to date with the store as every GMS-scan pass begins
-(`ClusterLedger.sync`: only what changed is re-read), and one cluster's is reloaded when its CM
-reports that RAS changed its machines.
+`no_hardware`), that every input table has a ready replica in the region (`no_data`), the negative
+cache (`negative_cache`); then it searches every dynamic cluster for every job (the MAST-level
+policy's `place`) and bids the plan's P_score, or abstains `unschedulable`. The plan is kept as a
+tentative reservation until the award or release. With pipelined auctions (`hold_ttl` set) the
+reservation is also held in the view, under a key of its own at the highest priority (so no plan
+picks it as a victim), for every later bid to see. It goes into the view when the next bid reads
+it: most holds end before another bid comes, and their views never change. A hold whose Award or
+Release never comes lapses after `hold_ttl`. Holds (`rms.hold`) and their ends (`rms.unhold`:
+awarded, released or expired) are in the trace. A failure found while holds stand is cached only
+until one of them ends without an award: its machines may fit what failed
+(`negative_cache.forget_held`). A preempting plan's victims are not held: two holds may count on
+one victim's machines, and the CM refuses whichever plan comes second. On award it applies the plan
+to its view, sends one plan per job to the job's CM, and reports to the GMS once every job has
+started — or, if any CM refused, rolls the others back (at its dispatch timeout, a job whose CM has
+not answered counts as started if the store shows it holding machines). A job that ends before its
+whole gang has started (preempted, failed, or a machine lost) fails the dispatch like a refused
+plan. A workload ends when all its jobs have: if one is preempted or fails, the others are stopped
+first, so the GMS re-queues it only when nothing of it runs. Cluster views are loaded when an epoch
+starts and brought up to date with the store as every GMS-scan pass begins (`ClusterLedger.sync`:
+only what changed is re-read), and one cluster's is reloaded when its CM reports that RAS changed
+its machines.
 """
 
 from __future__ import annotations
