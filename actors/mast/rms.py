@@ -539,7 +539,14 @@ class RegionalScheduler(LeaseHolder):
 
     # ---- running workloads -----------------------------------------------------------------
     @on(JobEnded)
-    def job_ended(self, msg: JobEnded) -> None:
+    async def job_ended(self, msg: JobEnded) -> None:
+        if msg.reason != "done":
+            # A report resent across failovers may come after the job was placed and
+            # started again (explore: rms-failover): it is not this attempt's end.
+            row = await self.store(fleet.job, msg.workload_id, msg.job)
+            if row is not None and row.state in fleet.LIVE_JOB_STATES:
+                self.decision("rms.stale-end", {"workload": msg.workload_id, "job": msg.job})
+                return
         view = self.views.get(msg.cluster)
         if view is not None:
             view.release((msg.workload_id, msg.job))
