@@ -91,7 +91,17 @@ class Actor:
         handlers: dict[type, tuple[Handler, bool]] = {}
         for msg_type, name in names.items():
             fn = getattr(cls, name)
-            handlers[msg_type] = (fn, inspect.iscoroutinefunction(fn))
+            asynchronous = inspect.iscoroutinefunction(fn)
+            if not asynchronous and any(
+                inspect.iscoroutinefunction(vars(base).get(name)) for base in cls.__mro__[1:]
+            ):
+                # Its call of the base handler would make a coroutine nobody awaits:
+                # the message would be dropped without a word.
+                raise TypeError(
+                    f"{cls.__qualname__}.{name} overrides an async handler with a plain "
+                    "function: make it `async def` and await the base handler"
+                )
+            handlers[msg_type] = (fn, asynchronous)
         cls._handlers = handlers
 
     def __init__(self, address: str, params: Any = None) -> None:

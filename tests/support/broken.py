@@ -159,8 +159,8 @@ class ForgetfulGMS(GlobalScheduler):
 class LossBlindRMS(RegionalScheduler):
     """BROKEN: takes every job's end for a finished job, so a gang never stops as a whole."""
 
-    def job_ended(self, msg: JobEnded) -> None:
-        super().job_ended(msgspec.structs.replace(msg, reason="done"))
+    async def job_ended(self, msg: JobEnded) -> None:
+        await super().job_ended(msgspec.structs.replace(msg, reason="done"))
 
 
 # ---- storage and migration-cap (the lake story of tests/support/stories.py) --------------------

@@ -436,3 +436,33 @@ def test_reliable_delivery_gives_up_after_its_limit(monkeypatch: object) -> None
     run(k, 90 * S)
     assert len([e for e in gave_up if e.type == "reliable.gave-up"]) == 5
     assert k.instance("sender")._outbox == {}  # type: ignore[union-attr]
+
+
+def test_overriding_an_async_handler_with_a_plain_function_is_refused_at_class_definition() -> None:
+    """Its call of the base handler would return a coroutine nobody awaits: a silent drop.
+
+    A broken RMS of the test suite did exactly this when the RMS's `job_ended`
+    became async, and its test went on passing for another reason.
+    """
+
+    class Base(Actor):
+        @on(Ping)
+        async def ping(self, msg: Ping) -> None:
+            self.seen = msg
+
+    try:
+
+        class Plain(Base):
+            def ping(self, msg: Ping) -> None:  # type: ignore[override]
+                super().ping(msg)
+
+    except TypeError as error:
+        assert "Plain.ping overrides an async handler" in str(error)
+    else:
+        raise AssertionError("a plain override of an async handler was accepted")
+
+    class Awaiting(Base):  # the right way: accepted
+        async def ping(self, msg: Ping) -> None:
+            await super().ping(msg)
+
+    assert issubclass(Awaiting, Base)
