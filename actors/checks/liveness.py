@@ -90,6 +90,8 @@ class _Host:
     # In an ML dynamic cluster: all are at the start (RAS's `nonml` cluster and
     # its unassigned machines fill only through membership moves).
     ml: bool = True
+    # When RAS last moved it between clusters (0: never): room only from then on.
+    moved_us: int = 0
     # Its dynamic cluster (None: not known, the region counts as one cluster).
     cluster: str | None = None
     # (t_us, GPUs in use from then on, or 1/0 for a CPU machine), in time order.
@@ -173,6 +175,7 @@ class WorkloadLiveness:
                 if h is not None:
                     h.ml = dst is not None and not dst.endswith("/" + NON_ML)
                     h.cluster = dst
+                    h.moved_us = t_us
 
     def _fleet_start(self, args: list[Any], result: Any, t_us: int) -> None:
         if result is None:
@@ -268,6 +271,11 @@ class WorkloadLiveness:
         free: dict[str, dict[str, dict[str | None, int]]] = {}
         for name, h in sorted(self.hosts.items()):
             if not h.ml or any(name == d or name.startswith(d + "/") for d in self.down):
+                continue
+            # Room throughout the window only: not a machine that joined its cluster
+            # within it (RAS may bring machines back long after they are up; one that
+            # came up within it is not judged: the grace runs from the final heal).
+            if h.moved_us > since_us:
                 continue
             peak = 0
             for t_us, used in h.changes:

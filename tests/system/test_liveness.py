@@ -137,6 +137,24 @@ def test_a_machine_ras_moved_out_of_the_ml_clusters_is_not_room() -> None:
     assert verdict(back) == ([("W", "fits east")], 0, 0)
 
 
+def test_a_machine_that_joined_a_cluster_within_the_grace_is_not_room() -> None:
+    """Room must have been there for the whole grace, in an ML cluster.
+
+    explore found it (ras-fault-domain, search seed 12, shrunk to 4 faults): a fault
+    domain came back up at 2h30m of a 3-h run, RAS put its machines back into an ML
+    cluster only at 2h59m, and the judge called a workload waiting for them stuck.
+    """
+
+    def moved_back(t_min: float) -> list[TraceEvent]:
+        h = History().submit(0, "A").start(1, "A", M0).submit(0, "W")
+        h.add(2, "store", "fleet.membership", [[FENCE, 0, [[M1, "east/c0", None]], {}], True])
+        h.add(t_min, "store", "fleet.membership", [[FENCE, 0, [[M1, None, "east/c0"]], {}], True])
+        return h.end(30)
+
+    assert verdict(moved_back(29)) == ([], 1, 0)
+    assert verdict(moved_back(15)) == ([("W", "fits east")], 0, 0)
+
+
 def test_a_job_is_judged_against_one_cluster_not_the_whole_region() -> None:
     """quickstart's w000308 (6 CPU machines; no cluster has 6 free, the region has) was
     reported stuck while no cluster could hold it: a job runs inside one cluster."""
@@ -354,3 +372,38 @@ def test_tetris_rebalance_work_waiting_for_room_where_its_data_is_is_not_called_
     assert state == "WAITING" and tables
     assert all((t, "us-east") in where for t in tables)
     assert not all((t, "eu-west") in where for t in tables)
+
+
+def test_ras_fault_domain_machines_put_back_late_are_not_room_for_the_whole_grace(
+    tmp_path: Path,
+) -> None:
+    """The run explore found (seed 1283975112): fd0 up at 2h30m, back in us-east/c0 at 2h59m."""
+    raw = raw_builtin("ras-fault-domain")
+    raw["seed"] = 1283975112
+    leader = "leader of ras/us-east"
+    raw["faults"] = [
+        {"action": "down", "at": "1h40m", "node": "us-east/dc0/fd0"},
+        {
+            "action": "crash",
+            "at": "1h44m11.44727s",
+            "target": leader,
+            "restart_after": "58.402207s",
+        },
+        {
+            "action": "crash",
+            "at": "1h45m19.502877s",
+            "target": leader,
+            "restart_after": "13m46.726855s",
+        },
+        {"action": "up", "at": "2h30m", "node": "us-east/dc0/fd0"},
+    ]
+    result, events = run_raw(raw, tmp_path / "run.db")
+    assert result.status == "ok" and result.violations == []
+    back = [
+        e.t_us
+        for e in events
+        if e.kind == "store" and e.type == "fleet.membership" and e.t_us > 150 * MIN
+    ]
+    assert back and 170 * MIN < min(back) < 180 * MIN  # the story: RAS puts them back late
+    (report,) = judge_liveness(events)
+    assert report.stuck == []
