@@ -27,8 +27,11 @@ from emulator.sysmsg import Delivered, Reliable, Resend
 T = TypeVar("T")
 
 # At-least-once delivery (`send_reliably`): a message is resent after
-# RESEND_US, then after twice as long each time up to RESEND_BACKOFF_MAX_US,
-# and given up after RESENDS_MAX resends. The backoff matters at scale: a busy
+# RESEND_US, then after twice as long each time up to RESEND_BACKOFF_MAX_US;
+# one to an actor's address is given up after RESENDS_MAX resends, one to a
+# role never (a role comes back, and a report lost then was lost for good:
+# explore found a workload's end given up on two minutes before its region's
+# GMS came back). The backoff matters at scale: a busy
 # receiver (a GMS inside a long pass) with thousands of unacknowledged reports
 # resent every 5 s had its mailbox flooded past its bound. How many message
 # keys a receiver remembers to drop duplicates.
@@ -220,7 +223,8 @@ class Actor:
 
         `dst` is resolved at every attempt, so after a failover the new leader
         of a role gets it; the receiver handles it once (duplicates are
-        acknowledged and dropped). Gives up, traced, after `RESENDS_MAX`.
+        acknowledged and dropped). Gives up, traced, after `RESENDS_MAX` if
+        `dst` is an actor's address; to a role, resent as long as this actor lives.
         """
         self._outbox_seq += 1
         key = f"{self.address}#{self._slot.incarnation}.{self._outbox_seq}"
@@ -244,12 +248,12 @@ class Actor:
             dst, msg, tries, due_us = self._outbox[key]
             if due_us > now:
                 continue
-            if tries >= RESENDS_MAX:
+            if tries >= RESENDS_MAX and self._kernel.names_actor(dst):
                 del self._outbox[key]
                 self.decision("reliable.gave-up", {"to": dst, "key": key})
                 continue
-            wait_us = min(RESEND_US << (tries + 1), RESEND_BACKOFF_MAX_US)
-            self._outbox[key] = (dst, msg, tries + 1, now + wait_us)
+            wait_us = min(RESEND_US << min(tries + 1, 16), RESEND_BACKOFF_MAX_US)
+            self._outbox[key] = (dst, msg, min(tries + 1, RESENDS_MAX), now + wait_us)
             self._kernel.send(self._slot, dst, Reliable(key, msg), 0, 0)
         self._arm_resend()
 

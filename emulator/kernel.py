@@ -361,6 +361,10 @@ class Kernel:
         slot.corr_seq += 1
         return (slot.incarnation << 32) | slot.corr_seq
 
+    def names_actor(self, name: str) -> bool:
+        """Whether `name` is an actor's address (else a role, sent to its leader of the moment)."""
+        return name in self._actors
+
     def leader_of(self, role: str) -> str | None:
         view = self._lease_view
         return view.leader_of(role, self.now_us) if view is not None else None

@@ -425,17 +425,29 @@ def test_reliable_messages_survive_a_down_receiver_and_arrive_once() -> None:
     assert k.instance("sender")._outbox == {}  # type: ignore[union-attr]
 
 
-def test_reliable_delivery_gives_up_after_its_limit(monkeypatch: object) -> None:
+def test_reliable_delivery_to_an_address_gives_up_after_its_limit_to_a_role_never(
+    monkeypatch: object,
+) -> None:
     import emulator.actor as actor_module
 
     monkeypatch.setattr(actor_module, "RESENDS_MAX", 3)  # type: ignore[attr-defined]
-    # 3 resends after 5, 10 and 20 s, and the last one (40 s) gives up: 75 s.
+    # To an actor that is down for good: 3 resends after 5, 10 and 20 s, and the
+    # last one (40 s) gives up: 75 s.
     k = make_kernel()
     gave_up = record(k, "decision")
-    spawn(k, Sender, "sender", "east/ctl0")  # "tally" never exists: no leader, dropped
+    spawn(k, Tally, "tally", "west/ctl0")
+    k.at(0, k.crash, "tally", "test", None)  # type: ignore[attr-defined]
+    spawn(k, Sender, "sender", "east/ctl0", at_us=MS)
     run(k, 90 * S)
     assert len([e for e in gave_up if e.type == "reliable.gave-up"]) == 5
-    assert k.instance("sender")._outbox == {}  # type: ignore[union-attr]
+    assert k.instance("sender").unacknowledged == 0  # type: ignore[union-attr]
+    # To a role (nobody ever leads "tally" here): resent for as long as it takes.
+    k = make_kernel()
+    gave_up = record(k, "decision")
+    spawn(k, Sender, "sender", "east/ctl0")
+    run(k, 600 * S)
+    assert [e for e in gave_up if e.type == "reliable.gave-up"] == []
+    assert k.instance("sender").unacknowledged == 5  # type: ignore[union-attr]
 
 
 def test_overriding_an_async_handler_with_a_plain_function_is_refused_at_class_definition() -> None:
