@@ -252,8 +252,11 @@ class Actor:
                 del self._outbox[key]
                 self.decision("reliable.gave-up", {"to": dst, "key": key})
                 continue
-            wait_us = min(RESEND_US << min(tries + 1, 16), RESEND_BACKOFF_MAX_US)
-            self._outbox[key] = (dst, msg, min(tries + 1, RESENDS_MAX), now + wait_us)
+            # The count stops at the limit (a role's message is resent on for good), and so
+            # does the doubling: the wait is at its maximum after a few of them anyway.
+            tries = min(tries + 1, RESENDS_MAX)
+            wait_us = min(RESEND_US << min(tries, 16), RESEND_BACKOFF_MAX_US)
+            self._outbox[key] = (dst, msg, tries, now + wait_us)
             self._kernel.send(self._slot, dst, Reliable(key, msg), 0, 0)
         self._arm_resend()
 

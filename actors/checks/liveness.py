@@ -225,13 +225,10 @@ class WorkloadLiveness:
 
     def _catalog_replica(self, args: list[Any], result: Any, t_us: int) -> None:
         self.storage.add(args[0], args[1])
-        regions = self.ready.setdefault(args[0], set())
         if args[2] == "ready":
-            if args[1] not in regions:
-                self.ready_at[(args[0], args[1])] = t_us
-            regions.add(args[1])
+            self._ready(args[0], args[1], t_us)
         else:
-            regions.discard(args[1])
+            self.ready.setdefault(args[0], set()).discard(args[1])
 
     def _catalog_delete(self, args: list[Any], result: Any, t_us: int) -> None:
         if result:
@@ -248,15 +245,18 @@ class WorkloadLiveness:
     def _migration_done(self, args: list[Any], result: Any, t_us: int) -> None:
         if result:
             self._copied(result[0], result[1])
-            regions = self.ready.setdefault(result[0], set())
-            if result[1] not in regions:
-                self.ready_at[(result[0], result[1])] = t_us
-            regions.add(result[1])
+            self._ready(result[0], result[1], t_us)
 
     def _migration_cancel(self, args: list[Any], result: Any, t_us: int) -> None:
         if result:
             self._copied(result[0], result[1])
             self.storage.remove(result[0], result[1])
+
+    def _ready(self, table: str, region: str, t_us: int) -> None:
+        regions = self.ready.setdefault(table, set())
+        if region not in regions:
+            self.ready_at[(table, region)] = t_us
+            regions.add(region)
 
     def _copied(self, table: str, region: str) -> None:
         left = self.copying.get((table, region), 0) - 1

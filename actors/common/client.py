@@ -25,12 +25,13 @@ import msgspec
 
 from actors.common.messages import Submitted
 from emulator.actor import Actor, on
+from emulator.units import MIN
 from store.mast import queue
 from store.mast.records import PRIORITY_LOWEST, WorkloadSpec
 
 # How often a workload past its deadline but within quota is judged again: a
 # few GMS passes (its priority changes only when a pass ranks the queue).
-RECHECK_US = 10 * 60 * 1_000_000
+RECHECK_US = 10 * MIN
 
 
 class ClientParams(msgspec.Struct, frozen=True, kw_only=True):
@@ -68,7 +69,7 @@ class Client(Actor):
         )
         self.due = 0
         # Past their deadline, still queued and never started, within quota when last
-        # judged (the module docstring), in id order.
+        # judged (the module docstring).
         self.overdue: list[str] = []
         self._arm_give_up()
 
@@ -101,7 +102,7 @@ class Client(Actor):
             due.append(self.deadlines[self.due][1])
             self.due += 1
         waiting: list[str] = []
-        for entry in await self.store(queue.entries, sorted(due)):
+        for entry in await self.store(queue.entries, due):
             if entry.state not in queue.QUEUED or entry.started_us is not None:
                 continue  # it ran, or left the queue: nothing to give up on any more
             if entry.priority != PRIORITY_LOWEST:

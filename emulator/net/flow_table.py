@@ -54,9 +54,9 @@ class FlowTable:
     def __init__(self, fluid: FluidNetwork, kernel: KernelEvents) -> None:
         self.fluid = fluid
         self._kernel = kernel
-        self._owner: dict[int, str] = {}  # live flow id → the address that started it
+        # Live flow id → the address that started it, and the flow's bytes.
+        self._owner: dict[int, tuple[str, int]] = {}
         self._owned: dict[str, set[int]] = {}  # address → its live flows (cancelled on its crash)
-        self._size: dict[int, int] = {}  # live flow id → its bytes
         # Finished flows (id → bytes) whose owner may not have read `FlowDone` yet.
         self._ended: dict[int, int] = {}
         self._seq = 0
@@ -70,9 +70,8 @@ class FlowTable:
         self._seq += 1
         flow_id = self._seq
         self.fluid.start(flow_id, src_region, dst_region, nbytes, kernel.now_us, qos=qos)
-        self._owner[flow_id] = owner
+        self._owner[flow_id] = (owner, nbytes)
         self._owned.setdefault(owner, set()).add(flow_id)
-        self._size[flow_id] = nbytes
         kernel.trace_event(
             "flow", owner, "", "start", (flow_id, src_region, dst_region, nbytes, qos)
         )
@@ -126,7 +125,6 @@ class FlowTable:
     def _cancel(self, flow_id: int) -> int:
         if self._owner.pop(flow_id, None) is None:
             return 0
-        del self._size[flow_id]
         kernel = self._kernel
         done = self.fluid.cancel(flow_id, kernel.now_us)
         kernel.trace_event("flow", "", "", "cancel", (flow_id, done))
@@ -146,10 +144,10 @@ class FlowTable:
             return
         kernel = self._kernel
         for flow_id in self.fluid.advance(kernel.now_us):
-            owner = self._owner.pop(flow_id, None)
-            if owner is None:
+            live = self._owner.pop(flow_id, None)
+            if live is None:
                 continue
-            self._ended[flow_id] = self._size.pop(flow_id)
+            owner, self._ended[flow_id] = live
             owned = self._owned.get(owner)
             if owned is not None:
                 owned.discard(flow_id)
