@@ -293,6 +293,12 @@ class ClusterScheduler(LeaseHolder):
 
     @on(JobEnded)
     async def job_ended(self, msg: JobEnded) -> None:
+        a = self.accounts.get(msg.workload_id)
+        if a is not None and msg.auction_id and msg.auction_id != a.dispatch:
+            # An earlier dispatch's attempt (its stop ordered by a dispatch timeout,
+            # its report late): the job was dispatched again since.
+            self.decision("cluster.stale-end", {"job": msg.workload_id, "auction": msg.auction_id})
+            return
         if await self._leading():
             await self._ended(msg.workload_id, msg.reason)
 

@@ -99,12 +99,19 @@ class StopJob(Msg):
 
 
 class JobEnded(Msg):
-    """CM → RMS: a job is no longer running here, and why."""
+    """CM → RMS: a job is no longer running here, and why.
+
+    `auction_id` names the dispatch the ended attempt served (0 when its CM
+    no longer knows: a job it rebuilt after that dispatch was given up). A
+    report resent across failovers can arrive after the workload was
+    dispatched again; its auction tells the RMS it is not the new attempt's.
+    """
 
     workload_id: str
     job: str
     cluster: str
     reason: EndReason
+    auction_id: int
 
 
 # ---- CM ↔ job agent ----------------------------------------------------------------

@@ -35,6 +35,15 @@ class Live:
     ending: EndReason | None = None
 
 
+def current_auction(
+    workload_id: str, live: dict[str, Live], dispatching: dict[int, Dispatch]
+) -> int | None:
+    """The auction of the workload's dispatch an RMS serves now, if any."""
+    if workload_id in live:
+        return live[workload_id].auction_id
+    return next((a for a, d in dispatching.items() if d.workload_id == workload_id), None)
+
+
 def job_request(workload_id: str, job: JobSpec, priority: int) -> JobRequest:
     """What placement is asked for one job of a workload, at `priority`."""
     return JobRequest(

@@ -35,7 +35,7 @@ from actors.common.cm.ledger import ClusterLedger
 from actors.common.leadership import LeaseHolder, LeaseTiming
 from actors.common.membership import ClusterChanged
 from actors.common.messages import EndReason, ExecutePlan, JobEnded, PlanResult, StopJob
-from actors.mast.dispatches import Dispatch, Live, job_request
+from actors.mast.dispatches import Dispatch, Live, current_auction, job_request
 from actors.mast.messages import (
     Abstain,
     AuctionOpen,
@@ -540,6 +540,15 @@ class RegionalScheduler(LeaseHolder):
     # ---- running workloads -----------------------------------------------------------------
     @on(JobEnded)
     async def job_ended(self, msg: JobEnded) -> None:
+        current = current_auction(msg.workload_id, self.live, self.dispatching)
+        if msg.auction_id and current is not None and msg.auction_id != current:
+            # An earlier dispatch's attempt, its report resent across failovers until
+            # this one began (explore: rms-failover): not the current attempt's end.
+            self.decision(
+                "rms.stale-end",
+                {"workload": msg.workload_id, "job": msg.job, "auction": msg.auction_id},
+            )
+            return
         if msg.reason != "done":
             # A report resent across failovers may come after the job was placed and
             # started again (explore: rms-failover): it is not this attempt's end.

@@ -246,3 +246,22 @@ action = "pause"
 target = "a live cluster-job-agent"
 duration = "30s"
 """
+
+
+class LateEndsCM(ClusterManager):
+    """Every end report of a preempted attempt comes once more, after the job runs again.
+
+    A resend delayed across a failover, made certain: the report names the
+    auction of its attempt, which a scheduler must tell from the running one's.
+    """
+
+    def __init__(self, address: str, params: Any = None) -> None:
+        super().__init__(address, params)
+        self.late_ends: dict[str, JobEnded] = {}
+
+    def send_reliably(self, dst: str, msg: Any) -> None:
+        super().send_reliably(dst, msg)
+        if isinstance(msg, JobEnded) and msg.reason == "preempted":
+            self.late_ends[msg.workload_id] = msg
+        elif isinstance(msg, PlanResult) and msg.ok and msg.workload_id in self.late_ends:
+            super().send_reliably(dst, self.late_ends.pop(msg.workload_id))

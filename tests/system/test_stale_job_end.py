@@ -8,6 +8,14 @@ now in us-east/c0). The old reports then arrived (the preprocess job's too): the
 the first for the new evaluator's end, stopped the rest of the gang and gave the workload
 back while the evaluator still ran (`gang`). An RMS now asks the store whether a job
 reported ended (other than done) runs again, and if so drops the report (`rms.stale-end`).
+
+The store cannot tell while the new attempt has not started yet (search seed 12, shrunk to
+two crashes of us-east's RMS leader and a 7m40s pause of us-east/c0's CM leader from
+48m09s): w000040 was dispatched again at 48m10s (auction 60, its evaluator planned on the
+paused c0) when its evaluator's old end (auction 43, from c1) came at 48m25s. The RMS
+counted the planned evaluator ended; once c0's new leader started the gang, the RMS stopped
+all but the evaluator and gave the workload back while it ran (`gang`). A `JobEnded` now
+names the auction its attempt served, and an RMS drops one of another dispatch.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support.builtin import raw_builtin, run_raw
-from tests.support.trace import decisions, store_events
+from tests.support.trace import decision_events, decisions, store_events
 
 
 def test_a_late_end_report_of_an_earlier_attempt_leaves_the_running_gang_alone(
@@ -54,3 +62,42 @@ def test_a_late_end_report_of_an_earlier_attempt_leaves_the_running_gang_alone(
         if e.result and e.t_us >= stale_at
     ]
     assert requeued == [] or min(requeued) > max(ends, default=0)
+
+
+def test_a_late_end_report_during_a_new_dispatch_leaves_the_planned_job_alone(
+    tmp_path: Path,
+) -> None:
+    raw = raw_builtin("rms-failover")
+    leader = "leader of rms/us-east"
+    raw["faults"] = [
+        {"action": "crash", "at": "46m15s", "target": leader, "restart_after": "5m"},
+        {"action": "crash", "at": "46m40.915492s", "target": leader, "restart_after": "85.9s"},
+        {
+            "action": "pause",
+            "at": "48m9.443158s",
+            "target": "leader of cm/us-east/c0",
+            "duration": "7m40.487241s",
+        },
+    ]
+    result, events = run_raw(raw, tmp_path / "run.db")
+    assert result.status == "ok" and result.violations == []
+    awards = [e.t_us for e in store_events(events, "queue.award", "w000040") if e.result]
+    stale = decision_events(events, "rms.stale-end")
+    assert [(e.workload, e.job, e.auction) for e in stale] == [("w000040", "evaluator", 43)]
+    # It came while the new dispatch waited for the paused CM to start the evaluator...
+    starts = [
+        e.t_us
+        for e in store_events(events, "fleet.start", "w000040")
+        if e.t_us > awards[-1] and e.job_name == "evaluator"
+    ]
+    assert awards[-1] < stale[0].t_us < min(starts)
+    # ...and the gang then ran whole: nothing of it stopped until the run's end.
+    assert {e.job_name for e in store_events(events, "fleet.start", "w000040")} >= {
+        "trainer",
+        "preprocess",
+        "evaluator",
+    }
+    released = [
+        e for e in store_events(events, "fleet.release", "w000040") if e.t_us > stale[0].t_us
+    ]
+    assert all(e.state == "DONE" for e in released)

@@ -308,11 +308,17 @@ class ClusterManager(LeaseHolder):
         """Free a job's machines, report its end to the RMS, start the plans it held up."""
         if await self._release_in_store(key, state) is None:
             return
-        self.running.pop(key, None)
+        job = self.running.pop(key, None)
         self.ledger.release(key)
         self.send_reliably(
             self.rms,
-            JobEnded(workload_id=key[0], job=key[1], cluster=self.params.cluster, reason=reason),
+            JobEnded(
+                workload_id=key[0],
+                job=key[1],
+                cluster=self.params.cluster,
+                reason=reason,
+                auction_id=job.auction_id if job is not None else 0,
+            ),
         )
         await self.plans.job_released(key)
 
@@ -397,7 +403,11 @@ class ClusterManager(LeaseHolder):
             self.send_reliably(
                 self.rms,
                 JobEnded(
-                    workload_id=key[0], job=key[1], cluster=self.params.cluster, reason="failed"
+                    workload_id=key[0],
+                    job=key[1],
+                    cluster=self.params.cluster,
+                    reason="failed",
+                    auction_id=job.auction_id,
                 ),
             )
             return
@@ -428,7 +438,11 @@ class ClusterManager(LeaseHolder):
             self.send_reliably(
                 self.rms,
                 JobEnded(
-                    workload_id=key[0], job=key[1], cluster=self.params.cluster, reason="failed"
+                    workload_id=key[0],
+                    job=key[1],
+                    cluster=self.params.cluster,
+                    reason="failed",
+                    auction_id=job.auction_id,
                 ),
             )
             return

@@ -147,7 +147,13 @@ class Plans:
             await self._forget(plan)
             cm.send_reliably(
                 cm.rms,
-                JobEnded(workload_id=key[0], job=key[1], cluster=cm.params.cluster, reason=reason),
+                JobEnded(
+                    workload_id=key[0],
+                    job=key[1],
+                    cluster=cm.params.cluster,
+                    reason=reason,
+                    auction_id=plan.msg.auction_id,
+                ),
             )
 
     async def refuse_on(self, dead: set[str]) -> None:

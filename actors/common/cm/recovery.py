@@ -130,7 +130,11 @@ class CMRecovery:
             cm.send_reliably(
                 cm.rms,
                 JobEnded(
-                    workload_id=row.workload_id, job=row.job, cluster=p.cluster, reason=reason
+                    workload_id=row.workload_id,
+                    job=row.job,
+                    cluster=p.cluster,
+                    reason=reason,
+                    auction_id=auction_id,
                 ),
             )
 
