@@ -79,7 +79,6 @@ from emulator.run.runner import (
     FaultSchedule,
     RunPlan,
     RunResult,
-    arm_kill_switch,
     build_system,
     drive,
     execute,
@@ -94,6 +93,7 @@ from emulator.run.scenario import (
     Fault,
     decode_scenario,
 )
+from emulator.run.stopping import arm_kill_switch
 from emulator.trace import TraceEvent, Tracer
 from emulator.units import format_us
 from store import Store

@@ -50,8 +50,8 @@ from emulator.run.collector import run_collector
 from emulator.run.failures import failing_errors
 from emulator.run.faults import FaultInjector, nemesis_schedule
 from emulator.run.scenario import Fault, Scenario, check_references, decode_params
+from emulator.run.stopping import KILLED, arm_kill_switch, stop_on_interrupt
 from emulator.trace import Tracer
-from emulator.units import parse_duration_us
 from store import Store
 from store.lock import run_lock
 from store.migrations import APPLICATION_ID
@@ -289,7 +289,6 @@ async def _execute(
     handle_signals: bool,
     hooks: tuple[Callable[[Kernel], None] | None, Callable[[Kernel], None] | None],
 ) -> RunResult:
-    on_setup, on_kernel = hooks
     scenario = plan.scenario
     end_us = run_end_us(scenario, until_us)
     wall0 = time.perf_counter()
@@ -305,47 +304,62 @@ async def _execute(
             scenario, network, seed=seed, rng=rng, tracer=tracer, store=store, speed=speed
         )
         kernel.progress = progress
-        if on_setup is not None:
-            on_setup(kernel)
-        checking = OnlineChecking(kernel, make_checkers(scenario.invariants.enabled))
-        tracer.record(0, "run", "", "", "start", {"scenario": scenario.name, "seed": seed})
-        roles = list(plan.roles)
-        for address, host, start_us, factory in plan.actors:
+        with stop_on_interrupt(kernel, handle_signals):
+            return await _set_up_and_drive(plan, seed, out, kernel, hooks, end_us, wall0)
+
+
+async def _set_up_and_drive(
+    plan: RunPlan,
+    seed: int,
+    out: Path,
+    kernel: Kernel,
+    hooks: tuple[Callable[[Kernel], None] | None, Callable[[Kernel], None] | None],
+    end_us: int,
+    wall0: float,
+) -> RunResult:
+    on_setup, on_kernel = hooks
+    scenario, store, tracer, network = plan.scenario, kernel.store, kernel.tracer, kernel.network
+    if on_setup is not None:
+        on_setup(kernel)
+    checking = OnlineChecking(kernel, make_checkers(scenario.invariants.enabled))
+    tracer.record(0, "run", "", "", "start", {"scenario": scenario.name, "seed": seed})
+    roles = list(plan.roles)
+    for address, host, start_us, factory in plan.actors:
+        kernel.spawn(address, host, factory, at_us=start_us)
+    for warning in plan.warnings:
+        tracer.record(
+            0,
+            "setup",
+            "",
+            "",
+            "input-warning",
+            {"path": warning.path, "message": warning.message},
+        )
+    build = build_system(plan, seed)
+    if build is not None:
+        if build.message_latency_us is not None:
+            network.fix_latency(build.message_latency_us)
+        kernel.ends_when_done = build.ends_when_done
+        await build.setup(
+            store, lambda type_, payload: tracer.record(0, "setup", "", "", type_, payload)
+        )
+        for address, host, start_us, factory in build.actors:
             kernel.spawn(address, host, factory, at_us=start_us)
-        for warning in plan.warnings:
-            tracer.record(
-                0,
-                "setup",
-                "",
-                "",
-                "input-warning",
-                {"path": warning.path, "message": warning.message},
-            )
-        build = build_system(plan, seed)
-        if build is not None:
-            if build.message_latency_us is not None:
-                network.fix_latency(build.message_latency_us)
-            kernel.ends_when_done = build.ends_when_done
-            await build.setup(
-                store, lambda type_, payload: tracer.record(0, "setup", "", "", type_, payload)
-            )
-            for address, host, start_us, factory in build.actors:
-                kernel.spawn(address, host, factory, at_us=start_us)
-            kernel.hardware_watchers = build.hardware_watchers
-            roles += build.roles
-        injector = FaultInjector(kernel)
-        faults = fault_schedule(plan, seed, roles, network.topology)
-        injector.schedule(faults.scenario)
-        injector.schedule(faults.nemesis)
-        if faults.heal_at_us is not None:
-            kernel.at(faults.heal_at_us, injector.final_heal)
-        # The setup and its trace are durable before the first event.
-        await tracer.flush()
-        arm_kill_switch(kernel)
-        if on_kernel is not None:
-            on_kernel(kernel)
-        tolerated = frozenset(scenario.invariants.tolerate_errors)
-        status, trace_hash = await drive(kernel, checking, end_us, handle_signals, tolerated)
+        kernel.hardware_watchers = build.hardware_watchers
+        roles += build.roles
+    injector = FaultInjector(kernel)
+    faults = fault_schedule(plan, seed, roles, network.topology)
+    injector.schedule(faults.scenario)
+    injector.schedule(faults.nemesis)
+    if faults.heal_at_us is not None:
+        kernel.at(faults.heal_at_us, injector.final_heal)
+    # The setup and its trace are durable before the first event.
+    await tracer.flush()
+    arm_kill_switch(kernel)
+    if on_kernel is not None:
+        on_kernel(kernel)
+    tolerated = frozenset(scenario.invariants.tolerate_errors)
+    status, trace_hash = await drive(kernel, checking, end_us, False, tolerated)
     return run_result(plan, seed, out, kernel, status, trace_hash, wall0, injector.windows)
 
 
@@ -439,34 +453,6 @@ def fault_schedule(plan: RunPlan, seed: int, roles: list[str], topology: Topolog
     return FaultSchedule(list(scenario.faults), drawn, heal_at)
 
 
-# The testing hook of `mastemu run` and `mastemu resume`: an emulated time at
-# which the process kills itself with SIGKILL (no flush, no cleanup), so tests
-# can kill a run at a chosen point of emulated time instead of by wall clock.
-# It first waits for a trace write already under way (it would land a few
-# milliseconds later anyway), so what the database keeps is the same on
-# every machine: every chunk begun before the kill, nothing buffered after.
-KILL_AT_ENV = "MASTEMU_KILL_AT"
-KILLED = "killed by MASTEMU_KILL_AT"
-
-
-def kill_at_us() -> int | None:
-    """The emulated time of `MASTEMU_KILL_AT` (e.g. `20m`), or None if unset."""
-    text = os.environ.get(KILL_AT_ENV)
-    if not text:
-        return None
-    try:
-        return parse_duration_us(text)
-    except InputError as error:
-        raise InputError(KILL_AT_ENV, "", f"not a duration: {error}") from None
-
-
-def arm_kill_switch(kernel: Kernel) -> None:
-    """Schedule the SIGKILL of `MASTEMU_KILL_AT`, if it is set and not already past."""
-    t_us = kill_at_us()
-    if t_us is not None and t_us >= kernel.now_us:
-        kernel.at(t_us, kernel.request_stop, KILLED)
-
-
 def ending_status(kernel: Kernel, tolerated: Collection[str]) -> str:
     """How a run that reached its end went: error (an actor's own exception), violated, ok."""
     if failing_errors(kernel.actor_errors, tolerated):
@@ -485,11 +471,14 @@ async def drive(
 
     Every exit path flushes the trace and commits the run's last group.
     """
+    with stop_on_interrupt(kernel, handle_signals):
+        return await _drive(kernel, checking, end_us, tolerated)
+
+
+async def _drive(
+    kernel: Kernel, checking: OnlineChecking, end_us: int, tolerated: Collection[str]
+) -> tuple[str, str]:
     tracer = kernel.tracer
-    loop = asyncio.get_running_loop()
-    if handle_signals:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGINT, kernel.request_stop, "interrupted")
     status = "failed"
     try:
         await kernel.run(end_us)
@@ -512,9 +501,6 @@ async def drive(
         tracer.record(kernel.now_us, "run", "", "", "end", status)
         trace_hash = tracer.hexdigest()
         await _finish(kernel.store, tracer, kernel, status, trace_hash)
-        if handle_signals:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signal.SIGINT)
     return status, trace_hash
 
 

@@ -134,3 +134,22 @@ def test_interrupt_by_ctrl_c_exits_130_and_keeps_the_run(
     assert end.t_us == meta.end_t_us
     assert rows[0].kind == "run"
     assert rows[0].type == "start"
+
+
+def test_ctrl_c_during_the_setup_ends_the_run_interrupted(tmp_path: Path, read_run) -> None:
+    # A long setup (meta-scale's world) is where an impatient Ctrl-C lands; it once
+    # left the database saying "running" and printed no summary. The setup now
+    # finishes, and the run stops once the event loop reads the signal (virtual
+    # time runs on meanwhile, as for a press mid-run) and ends `interrupted`.
+    scenario, text = load_scenario_file(LEASE_PATH)
+    plan = plan_run(scenario, text, str(LEASE_PATH))
+    db = tmp_path / "setup.db"
+
+    def press(_: object) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+
+    result = asyncio.run(execute(plan, seed=1, out=db, handle_signals=True, on_setup=press))
+    assert result.status == "interrupted"
+    meta, rows = read_run(db)
+    assert meta.status == "interrupted" and meta.end_t_us < 6 * H
+    assert (rows[-1].kind, rows[-1].type, named(rows[-1]).status) == ("run", "end", "interrupted")

@@ -38,8 +38,9 @@ from emulator.kernel import Kernel
 from emulator.registry import builtin_scenarios, load_plugins, register_system
 from emulator.run.events import named
 from emulator.run.resume import resume
-from emulator.run.runner import KILL_AT_ENV, RunResult, execute, plan_run
+from emulator.run.runner import RunResult, execute, plan_run
 from emulator.run.scenario import decode_scenario
+from emulator.run.stopping import KILL_AT_ENV
 from emulator.units import MIN, H
 from store import Store
 from store.mast.queue import STATES, in_states
