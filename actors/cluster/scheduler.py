@@ -257,21 +257,24 @@ class ClusterScheduler(LeaseHolder):
         a = self.accounts.get(msg.workload_id)
         if a is None or a.state != "dispatching" or a.dispatch != msg.auction_id:
             return
-        now = self.now_us
         if msg.ok:
-            if not await self.store(
-                queue.transition, a.job_id, ("DISPATCHING",), "RUNNING", now, a.dispatch
-            ):
-                return
-            a.state, a.begin_us = "running", now
-            a.claims, a.begins_us = (), None  # its victims have stopped
-            a.queued_us += max(0, now - a.ready_us)
-            if a.first_start_us is None:
-                a.first_start_us = now
-            await self._save(a)
+            await self._began(a, self.now_us)
             return
         self.decision("cluster.plan-refused", {"job": a.job_id, "why": msg.reason})
         await self._back_to_queue(a)
+
+    async def _began(self, a: JobAccount, begin_us: int) -> None:
+        """Its CM started the dispatched job at `begin_us`: it runs."""
+        if not await self.store(
+            queue.transition, a.job_id, ("DISPATCHING",), "RUNNING", self.now_us, a.dispatch
+        ):
+            return
+        a.state, a.begin_us = "running", begin_us
+        a.claims, a.begins_us = (), None  # its victims have stopped
+        a.queued_us += max(0, begin_us - a.ready_us)
+        if a.first_start_us is None:
+            a.first_start_us = begin_us
+        await self._save(a)
 
     @on(_DispatchTimeout)
     async def dispatch_timeout(self, msg: _DispatchTimeout) -> None:
@@ -279,6 +282,18 @@ class ClusterScheduler(LeaseHolder):
         if a is None or a.state != "dispatching" or a.dispatch != msg.dispatch:
             return
         if await self._leading():
+            # Its CM may have started it all the same, its answer late (this scheduler
+            # was paused; explore: dally-cm-failover): the store says. Sent back to
+            # the queue, it would be dispatched again while it runs (`gang`).
+            p = self.params
+            rows = await self.store(
+                fleet.dispatches, p.cluster, p.region, fleet.LIVE_JOB_STATES, a.job_id
+            )
+            for row, auction in rows:
+                if auction == a.dispatch:
+                    self.decision("cluster.started-unheard", {"job": a.job_id})
+                    await self._began(a, row.started_us or self.now_us)
+                    return
             self.send_reliably(
                 self.cm,
                 StopJob(

@@ -12,6 +12,12 @@ with nothing running (`no-lost-workload`). The RMS now asks the store which
 silent jobs hold machines: they count as started (here the whole gang had,
 so the dispatch succeeded); a gang that did not start whole has those stopped
 with the others before the workload goes back to the queue.
+
+The cluster systems' scheduler had the same flaw (found by pausing it for 20 min
+between its CM's start of dally-0097 and that CM's answer, in `dally-cm-failover`):
+back, it stopped the job and queued it again while it ran (`gang`). It now asks the
+store too, and a job that started under the timed-out dispatch runs on
+(`cluster.started-unheard`).
 """
 
 from __future__ import annotations
@@ -69,3 +75,28 @@ def test_a_gang_that_started_while_its_rms_was_paused_runs_instead_of_being_requ
         if e.result
     ]
     assert [state for state, t_us in victim if t_us >= back][:1] == ["PENDING"]
+
+
+def test_a_cluster_job_that_started_while_its_scheduler_was_paused_runs_on(
+    tmp_path: Path,
+) -> None:
+    raw = raw_builtin("dally-cm-failover")
+    raw["duration"] = "2h30m"
+    # Between the CM's start of dally-0097 (1h50m02.133263s) and its answer.
+    raw["faults"] = [
+        {"action": "pause", "at": "1h50m02.133265s", "target": "rms/dc/0", "duration": "20m"}
+    ]
+    raw["invariants"]["stop_on_violation"] = True
+    result, events = run_raw(raw, tmp_path / "run.db")
+    assert result.status == "ok" and result.violations == []
+    (heard,) = decision_events(events, "cluster.started-unheard")
+    assert heard.job == "dally-0097"
+    moves = [
+        (e.to_state, e.t_us)
+        for e in store_events(events, "queue.transition", "dally-0097")
+        if e.result
+    ]
+    # It runs from its timeout on, once, and was never queued again.
+    assert moves[0] == ("RUNNING", heard.t_us)
+    assert all(state != "PENDING" for state, _ in moves)
+    assert len([e for e in store_events(events, "fleet.start", "dally-0097") if e.result]) == 1
