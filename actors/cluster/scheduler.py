@@ -283,8 +283,8 @@ class ClusterScheduler(LeaseHolder):
             return
         if await self._leading():
             # Its CM may have started it all the same, its answer late (this scheduler
-            # was paused; explore: dally-cm-failover): the store says. Sent back to
-            # the queue, it would be dispatched again while it runs (`gang`).
+            # was paused): the store says. Sent back to the queue, it would be
+            # dispatched again while it runs (`gang`).
             p = self.params
             rows = await self.store(
                 fleet.dispatches, p.cluster, p.region, fleet.LIVE_JOB_STATES, a.job_id
@@ -308,14 +308,15 @@ class ClusterScheduler(LeaseHolder):
 
     @on(JobEnded)
     async def job_ended(self, msg: JobEnded) -> None:
+        if not await self._leading():
+            return
         a = self.accounts.get(msg.workload_id)
         if a is not None and msg.auction_id and msg.auction_id != a.dispatch:
-            # An earlier dispatch's attempt (its stop ordered by a dispatch timeout,
-            # its report late): the job was dispatched again since.
+            # An earlier dispatch's attempt (its report resent across a failover):
+            # the job was dispatched again since.
             self.decision("cluster.stale-end", {"job": msg.workload_id, "auction": msg.auction_id})
             return
-        if await self._leading():
-            await self._ended(msg.workload_id, msg.reason)
+        await self._ended(msg.workload_id, msg.reason)
 
     async def _ended(self, job_id: str, reason: EndReason) -> None:
         a = self.accounts.get(job_id)
