@@ -37,12 +37,18 @@ MAST = {
     "dispatch-failed": "a dispatch failed and its workload went back to the queue",
     "gang-timeout": "a job's gang did not assemble in time and the attempt was given up",
     "data-fetched-on-demand": "a workload waiting for data had it copied on demand",
+    "stale-end-dropped": "a job's end report came after its workload was dispatched again "
+    "(an earlier attempt's, resent across failovers); its RMS dropped it",
 }
 
 CLUSTER = {
     "cluster-plan-refused": "a cluster CM refused a scheduler's plan (its machines changed)",
     "cluster-offer-declined": "a job's agent turned an offer down and the job waited again",
     "cluster-scheduler-rebuilt": "a new scheduler leader rebuilt its accounts from the fleet",
+    "cluster-stale-end": "a job's end report came after the job was dispatched again; "
+    "the scheduler dropped it",
+    "cluster-started-unheard": "a dispatch timed out on a job its CM had started, its answer "
+    "late; the job ran on",
 }
 
 
@@ -142,6 +148,7 @@ _ONE_EVENT = {
     "auction.lost-cas": "award-lost-cas",
     "dispatch.failed": "dispatch-failed",
     "agent.gang-timeout": "gang-timeout",
+    "rms.stale-end": "stale-end-dropped",
 }
 
 
@@ -158,6 +165,8 @@ _CLUSTER_EVENTS = {
     "cluster.plan-refused": "cluster-plan-refused",
     "cluster.offer-declined": "cluster-offer-declined",
     "cluster.rebuilt": "cluster-scheduler-rebuilt",
+    "cluster.stale-end": "cluster-stale-end",
+    "cluster.started-unheard": "cluster-started-unheard",
 }
 
 

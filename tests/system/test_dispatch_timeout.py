@@ -22,9 +22,11 @@ store too, and a job that started under the timed-out dispatch runs on
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+from emulator.run.coverage import reached
 from emulator.trace import TraceEvent
 from emulator.units import S
 from tests.support.builtin import raw_builtin, run_raw
@@ -100,3 +102,5 @@ def test_a_cluster_job_that_started_while_its_scheduler_was_paused_runs_on(
     assert moves[0] == ("RUNNING", heard.t_us)
     assert all(state != "PENDING" for state, _ in moves)
     assert len([e for e in store_events(events, "fleet.start", "dally-0097") if e.result]) == 1
+    # A campaign's catalogue says it reached this.
+    assert asyncio.run(reached(result.out))["cluster-started-unheard"] == 1

@@ -20,8 +20,10 @@ names the auction its attempt served, and an RMS drops one of another dispatch.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+from emulator.run.coverage import reached
 from tests.support.builtin import raw_builtin, run_raw
 from tests.support.trace import decision_events, decisions, store_events
 
@@ -101,3 +103,4 @@ def test_a_late_end_report_during_a_new_dispatch_leaves_the_planned_job_alone(
         e for e in store_events(events, "fleet.release", "w000040") if e.t_us > stale[0].t_us
     ]
     assert all(e.state == "DONE" for e in released)
+    assert asyncio.run(reached(result.out))["stale-end-dropped"] == 1

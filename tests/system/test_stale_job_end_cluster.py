@@ -13,6 +13,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from emulator.sometimes import tally
 from tests.support.broken import LateEndsCM, broken_cluster
 from tests.support.builtin import run_raw
 from tests.support.trace import decision_events, store_events
@@ -47,3 +48,5 @@ def test_a_late_end_of_a_preempted_attempt_leaves_the_running_attempt_alone(
         assert awards and awards[-1].auction_id > e.auction
         refused = [d for d in decision_events(events, "cluster.plan-refused") if d.job == e.job]
         assert all(d.why != "job already running here" for d in refused)
+    # The cluster system's catalogue names it (this kind is a test's, so asked directly).
+    assert tally(events, "cluster")["cluster-stale-end"] == len(stale)

@@ -91,6 +91,7 @@ MAST_CASES = [
     ([decision("auction.lost-cas", auction=1)], ["award-lost-cas"]),
     ([decision("dispatch.failed", workload="w", why="x")], ["dispatch-failed"]),
     ([decision("agent.gang-timeout", workload="w", job="j")], ["gang-timeout"]),
+    ([decision("rms.stale-end", workload="w", job="j", auction=3)], ["stale-end-dropped"]),
     (
         [decision("migration.on-demand", workload="w", region="a", bytes=1)],
         ["data-fetched-on-demand"],
@@ -155,6 +156,8 @@ def test_lease_detector(event: TraceEvent, reached: list[str]) -> None:
         (decision("cluster.plan-refused", job="j", why="x"), ["cluster-plan-refused"]),
         (decision("cluster.offer-declined", job="j"), ["cluster-offer-declined"]),
         (decision("cluster.rebuilt", jobs=3), ["cluster-scheduler-rebuilt"]),
+        (decision("cluster.stale-end", job="j", auction=2), ["cluster-stale-end"]),
+        (decision("cluster.started-unheard", job="j"), ["cluster-started-unheard"]),
         (decision("cluster.job-done", job="j"), []),
     ],
 )
