@@ -27,7 +27,7 @@ from emulator.run.explore.search import (
     Member,
 )
 from emulator.run.explore.space import front_load, length_field
-from emulator.run.scenario import CrashFault, PauseFault
+from emulator.run.scenario import CrashFault, DelayFault, DuplicateFault, LossFault, PauseFault
 from emulator.run.targets import LEADER_OF
 from emulator.units import MIN, Duration, S
 from tests.support.explore import calm_witness, one_run_explorer, search
@@ -221,3 +221,16 @@ def test_a_search_with_phases_is_deterministic_in_runs(tmp_path: Path) -> None:
     first = search("a")
     assert first == search("b")
     assert any(mutation == "aim" for mutation, *_ in first[0])  # type: ignore[index]
+
+
+def test_a_one_region_world_gets_its_links_faulted_but_no_partition(tmp_path: Path) -> None:
+    # The cluster systems run in one region: a fault between two regions has no
+    # pair to take, so their LAN is lossy, repeating and slow as a whole instead
+    # (explore drew none of these for them before).
+    space = one_run_explorer(Path("dally-cm-failover"), tmp_path).space
+    assert len(space.regions) == 1
+    rng = random.Random(1)
+    for action, kind in (("loss", LossFault), ("duplicate", DuplicateFault), ("delay", DelayFault)):
+        fault = space.draw(rng, action=action)
+        assert isinstance(fault, kind) and fault.between is None
+    assert space.draw(rng, action="partition") is None

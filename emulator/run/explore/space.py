@@ -69,16 +69,18 @@ class FaultSpace:
                 return PauseFault(at=at, target=target, duration=length)
             latency = Duration(max(MS, int(rng.expovariate(1.0 / (20 * MS)))))
             return SlowStoreFault(at=at, target=target, duration=length, latency=latency)
-        if action in ("partition", "loss", "duplicate", "delay") and len(self.regions) >= 2:
-            a, b = rng.sample(self.regions, 2)
-            if action == "partition":
-                return PartitionFault(at=at, regions=[a, b], duration=length)
+        if action == "partition" and len(self.regions) >= 2:
+            return PartitionFault(at=at, regions=rng.sample(self.regions, 2), duration=length)
+        if action in ("loss", "duplicate", "delay"):
+            # Between two regions; in a one-region world (the cluster systems') on
+            # every link, so its LAN's messages are lost, repeated and late too.
+            pair = rng.sample(self.regions, 2) if len(self.regions) >= 2 else None
             if action == "loss":
-                return LossFault(at=at, duration=length, between=[a, b], probability=0.3)
+                return LossFault(at=at, duration=length, between=pair, probability=0.3)
             if action == "duplicate":
-                return DuplicateFault(at=at, duration=length, between=[a, b], probability=0.3)
+                return DuplicateFault(at=at, duration=length, between=pair, probability=0.3)
             extra = round(rng.uniform(50, 2_000), 3)
-            return DelayFault(at=at, duration=length, between=[a, b], extra_ms=extra)
+            return DelayFault(at=at, duration=length, between=pair, extra_ms=extra)
         if action == "down" and self.nodes:
             return DownFault(at=at, node=rng.choice(self.nodes), duration=length)
         return None
