@@ -2,7 +2,7 @@
 
 Submitting is a write to the job-queue database (so a submitted workload is
 never lost, whatever happens to the GMS) followed by a nudge to the GMS (or,
-in a cluster-policy run, to the cluster scheduler). The
+in a cluster-policy run, to the cluster scheduler), sent reliably. The
 client keeps one timer, for the next submission; after a crash it resumes
 from the first workload the queue does not hold yet.
 
@@ -92,7 +92,9 @@ class Client(Actor):
             self.next += 1
             priority = self.priority.get(spec.tenant, PRIORITY_LOWEST)
             if await self.store(queue.submit, spec, priority, self.now_us):
-                self.send(self.params.notify, Submitted(workload_id=spec.id))
+                # Reliably: a cluster scheduler learns of a workload from this
+                # nudge alone (MAST's GMS would find it at its next scan).
+                self.send_reliably(self.params.notify, Submitted(workload_id=spec.id))
         self._arm()
 
     @on(_GiveUp)
