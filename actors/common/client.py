@@ -4,7 +4,8 @@ Submitting is a write to the job-queue database (so a submitted workload is
 never lost, whatever happens to the GMS) followed by a nudge to the GMS (or,
 in a cluster-policy run, to the cluster scheduler), sent reliably. The
 client keeps one timer, for the next submission; after a crash it resumes
-from the first workload the queue does not hold yet.
+from the first workload the queue does not hold yet, and nudges again about
+those still queued (a nudge being resent when it crashed died with it).
 
 With a `patience`, the client also stands for owners who give up: a
 workload queued at the lowest priority (opportunistic: over quota, or of a
@@ -57,7 +58,13 @@ class Client(Actor):
 
     async def on_start(self) -> None:
         self.priority = {t.name: t.priority for t in await self.store(queue.get_tenants)}
-        known = {e.id for e in await self.store(queue.in_states, queue.STATES)}
+        entries = await self.store(queue.in_states, queue.STATES)
+        known = {e.id for e in entries}
+        mine = {w.id for w in self.params.workloads}
+        # Restarted: the last incarnation's nudges still being resent died with it.
+        for e in entries:
+            if e.id in mine and e.state in queue.QUEUED:
+                self.send_reliably(self.params.notify, Submitted(workload_id=e.id))
         self.todo = [w for w in self.params.workloads if w.id not in known]
         self.next = 0
         self._arm()
