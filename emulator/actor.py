@@ -59,6 +59,30 @@ def on(*msg_types: type) -> Callable[[Handler], Handler]:
     return mark
 
 
+def _refuse_shadowed_state(cls: type) -> None:
+    """A method may not take the name of a base class's state, nor state a method's.
+
+    The base keeps using the name for what it was: a method named like a
+    base's flag turns `if self.flag` true and `self.flag = True` into a
+    replaced method (a cluster scheduler's `_started` once did so to its
+    lease holder's flag, and crashed at its first handler).
+    """
+    for name, value in vars(cls).items():
+        if name.startswith("__"):
+            continue
+        for base in cls.__mro__[1:]:
+            if name not in vars(base):
+                continue
+            inherited = vars(base)[name]
+            if inspect.isfunction(value) != inspect.isfunction(inherited):
+                what = "a method" if inspect.isfunction(value) else "state"
+                raise TypeError(
+                    f"{cls.__name__}.{name} is {what} where {base.__name__} "
+                    f"has {'state' if inspect.isfunction(value) else 'a method'}: rename it"
+                )
+            break
+
+
 class Actor:
     """Base class of every emulated component.
 
@@ -84,6 +108,7 @@ class Actor:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        _refuse_shadowed_state(cls)
         # Handlers are found by name on the final class, so a subclass that
         # overrides a handler method keeps its message types without re-marking it.
         names: dict[type, str] = {}

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from emulator.actor import Actor, on
 from emulator.errors import CallTimeout
@@ -482,3 +483,37 @@ def test_overriding_an_async_handler_with_a_plain_function_is_refused_at_class_d
     k.post("a", Ping(3))  # type: ignore[attr-defined]
     run(k, S)
     assert k.instance("a").seen == Ping(3)  # type: ignore[union-attr]
+
+
+def test_a_method_named_like_a_base_class_state_is_refused_at_class_definition() -> None:
+    """The base goes on using the name as state: `self.flag = True` replaces the method.
+
+    A cluster scheduler's new `_started` method took the name of its lease
+    holder's flag and crashed at its first handler (caught by the run, not at
+    definition). State named like a base's method is refused likewise.
+    """
+
+    class Base(Actor):
+        started: bool = False
+
+        def renew(self) -> None:
+            self.started = True
+
+    with pytest.raises(TypeError, match=r"Method\.started is a method where Base has state"):
+
+        class Method(Base):
+            def started(self) -> None:  # type: ignore[override]
+                pass
+
+    with pytest.raises(TypeError, match=r"State\.renew is state where Base has a method"):
+
+        class State(Base):
+            renew = 3  # type: ignore[assignment]
+
+    class Fine(Base):  # overriding a method with a method, state with state
+        started = True
+
+        def renew(self) -> None:
+            super().renew()
+
+    assert Fine.started is True
