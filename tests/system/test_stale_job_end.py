@@ -22,23 +22,31 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from emulator.run.coverage import reached
-from tests.support.builtin import raw_builtin, run_raw
+from tests.support.builtin import Run, raw_builtin, run_raw
 from tests.support.trace import decision_events, decisions, store_events
+
+LEADER = "leader of rms/us-east"
+
+
+def run_failover(tmp_path: Path, *faults: dict[str, Any]) -> Run:
+    """rms-failover with its leader crashed at 46m15s for 5 min, then `faults` (both stories)."""
+    raw = raw_builtin("rms-failover")
+    first = {"action": "crash", "at": "46m15s", "target": LEADER, "restart_after": "5m"}
+    raw["faults"] = [first, *faults]
+    return run_raw(raw, tmp_path / "run.db")
 
 
 def test_a_late_end_report_of_an_earlier_attempt_leaves_the_running_gang_alone(
     tmp_path: Path,
 ) -> None:
-    raw = raw_builtin("rms-failover")
-    leader = "leader of rms/us-east"
-    raw["faults"] = [
-        {"action": "crash", "at": "46m15s", "target": leader, "restart_after": "5m"},
-        {"action": "pause", "at": "46m40.33979s", "target": leader, "duration": "9m59.346178s"},
-        {"action": "crash", "at": "51m16.272566s", "target": leader, "restart_after": "51.835186s"},
-    ]
-    result, events = run_raw(raw, tmp_path / "run.db")
+    result, events = run_failover(
+        tmp_path,
+        {"action": "pause", "at": "46m40.33979s", "target": LEADER, "duration": "9m59.346178s"},
+        {"action": "crash", "at": "51m16.272566s", "target": LEADER, "restart_after": "51.835186s"},
+    )
     assert result.status == "ok" and result.violations == []
     # The story still happens: w000040 dispatched again and running whole...
     running = [
@@ -69,19 +77,16 @@ def test_a_late_end_report_of_an_earlier_attempt_leaves_the_running_gang_alone(
 def test_a_late_end_report_during_a_new_dispatch_leaves_the_planned_job_alone(
     tmp_path: Path,
 ) -> None:
-    raw = raw_builtin("rms-failover")
-    leader = "leader of rms/us-east"
-    raw["faults"] = [
-        {"action": "crash", "at": "46m15s", "target": leader, "restart_after": "5m"},
-        {"action": "crash", "at": "46m40.915492s", "target": leader, "restart_after": "85.9s"},
+    result, events = run_failover(
+        tmp_path,
+        {"action": "crash", "at": "46m40.915492s", "target": LEADER, "restart_after": "85.9s"},
         {
             "action": "pause",
             "at": "48m9.443158s",
             "target": "leader of cm/us-east/c0",
             "duration": "7m40.487241s",
         },
-    ]
-    result, events = run_raw(raw, tmp_path / "run.db")
+    )
     assert result.status == "ok" and result.violations == []
     awards = [e.t_us for e in store_events(events, "queue.award", "w000040") if e.result]
     stale = decision_events(events, "rms.stale-end")
