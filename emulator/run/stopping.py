@@ -50,8 +50,10 @@ def stop_on_interrupt(kernel: Kernel, handle_signals: bool) -> Iterator[None]:
     """Ctrl-C (SIGINT) asks `kernel` to stop at its next event boundary, while inside.
 
     Entered before the run's setup: a press during a long setup (meta-scale's
-    world) lets the setup finish, and the run then stops before its first
-    event and ends `interrupted` like any other, its database whole.
+    world) lets the setup finish, and the run stops at the first event
+    boundary after the event loop reads the signal (it reads it when the
+    kernel waits for the store, so virtual time may run on a little) and
+    ends `interrupted` like any other, its database whole.
     """
     loop = asyncio.get_running_loop()
     installed = False
