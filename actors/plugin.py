@@ -24,6 +24,7 @@ from actors.checks.sometimes import (
     LEASES,
     MAST,
     ClusterDetector,
+    ClusterPhase,
     LeaseDetector,
     MastDetector,
     MastPhase,
@@ -86,6 +87,7 @@ def register() -> None:
     register_sometimes("mast", MastDetector, MAST, systems=["mast"])
     register_sometimes("cluster", ClusterDetector, CLUSTER, systems=["cluster"])
     register_phases("mast", MastPhase)
+    register_phases("cluster", ClusterPhase)
     register_bench("gms", control_plane.bench_gms)
     register_bench("rms", control_plane.bench_rms)
     register_bench("day", day.bench_day)

@@ -257,3 +257,62 @@ class MastPhase:
             if on
         ]
         return "+".join(flags) or "calm"
+
+
+class ClusterPhase:
+    """Which of a cluster system's delicate phases a run is in (MastPhase's counterpart).
+
+    The sorted set of: `dispatching` (a job awarded, its CM's start not yet
+    heard), `preempting` (a job the policy preempted still holds its GPUs),
+    `checkpointing` (a CM stopped a job that is saving its checkpoint),
+    `failover` (a leader changed within the last minute); `calm` when none
+    holds. Each is a window in which a late or lost message matters: the
+    dispatch timeout and the stale end reports lived in the first.
+    """
+
+    def __init__(self) -> None:
+        self.dispatching: set[str] = set()
+        self.preempting: set[str] = set()
+        self.checkpointing: set[tuple[str, str]] = set()
+        self.last_failover_us: int | None = None
+        self.now_us = 0
+
+    def observe(self, event: TraceEvent) -> None:
+        self.now_us = event.t_us
+        if event.kind == "store":
+            args, result = event.payload
+            if event.type == "queue.award" and result and len(args) > 2:
+                self.dispatching.add(args[2])
+            elif event.type == "queue.transition" and result and len(args) > 2:
+                if args[2] != "DISPATCHING":
+                    self.dispatching.discard(args[0])
+            elif event.type == "fleet.state" and len(args) > 4 and args[4] == "CHECKPOINTING":
+                self.checkpointing.add((args[2], args[3]))
+            elif event.type == "fleet.release" and len(args) > 3:
+                self.checkpointing.discard((args[2], args[3]))
+                self.preempting.discard(args[2])
+            return
+        if event.kind != "decision":
+            return
+        payload: Any = event.payload
+        if event.type == "lease.leader" and payload.get("epoch", 1) > 1:
+            self.last_failover_us = event.t_us
+        elif event.type == "cluster.decision":
+            self.preempting.update(payload.get("preempt", ()))
+
+    def phase(self) -> str:
+        recent = (
+            self.last_failover_us is not None
+            and self.now_us - self.last_failover_us <= FAILOVER_WINDOW_US
+        )
+        flags = [
+            name
+            for name, on in (
+                ("checkpointing", self.checkpointing),
+                ("dispatching", self.dispatching),
+                ("failover", recent),
+                ("preempting", self.preempting),
+            )
+            if on
+        ]
+        return "+".join(flags) or "calm"

@@ -9,15 +9,24 @@ import pytest
 
 from actors.checks.sometimes import (
     CLUSTER,
+    FAILOVER_WINDOW_US,
     LEASES,
     MAST,
     ClusterDetector,
+    ClusterPhase,
     LeaseDetector,
     MastDetector,
 )
 from emulator import sometimes
 from emulator.registry import load_plugins
-from emulator.sometimes import Coverage, coverage_lines, merge, register_sometimes, tally
+from emulator.sometimes import (
+    Coverage,
+    coverage_lines,
+    merge,
+    phase_tracker,
+    register_sometimes,
+    tally,
+)
 from emulator.trace import TraceEvent
 
 load_plugins()
@@ -215,3 +224,54 @@ def test_a_campaign_catalogue_counts_runs_and_occurrences_and_lists_the_never_re
     lines = coverage_lines(cover, runs=3)
     assert lines[0] == "sometimes: 2 of 3 reached over 3 seeds"
     assert lines[-1].split() == ["c", "never", "reached", "state", "c"]
+
+
+def at(t_us: int, event: TraceEvent) -> TraceEvent:
+    return TraceEvent(event.seq, t_us, event.kind, event.src, event.dst, event.type, event.payload)
+
+
+@pytest.mark.parametrize(
+    ("events", "phase"),
+    [
+        ([], "calm"),
+        ([store("queue.award", ["f", 0, "j", 3, "dc"], True)], "dispatching"),
+        ([store("queue.award", ["f", 0, "j", 3, "dc"], False)], "calm"),  # lost its CAS
+        (
+            [
+                store("queue.award", ["f", 0, "j", 3, "dc"], True),
+                store("queue.transition", ["j", ["DISPATCHING"], "RUNNING", 1, 3], True),
+            ],
+            "calm",
+        ),
+        (
+            [
+                decision("cluster.decision", preempt=["v"], start=["j"]),
+                store("fleet.state", ["f", 0, "v", "train", "CHECKPOINTING", 1], True),
+            ],
+            "checkpointing+preempting",
+        ),
+        (
+            [
+                decision("cluster.decision", preempt=["v"], start=[]),
+                store("fleet.state", ["f", 0, "v", "train", "CHECKPOINTING", 1], True),
+                store("fleet.release", ["f", 0, "v", "train", "STOPPED", 1], True),
+            ],
+            "calm",
+        ),
+        ([decision("lease.leader", role="rms/dc", epoch=2)], "failover"),
+        ([decision("lease.leader", role="rms/dc", epoch=1)], "calm"),
+        (  # a failover a minute and more ago is over
+            [
+                decision("lease.leader", role="rms/dc", epoch=2),
+                at(FAILOVER_WINDOW_US + 1, decision("cluster.job-done", job="j")),
+            ],
+            "calm",
+        ),
+    ],
+)
+def test_cluster_phase(events: list[TraceEvent], phase: str) -> None:
+    tracker = ClusterPhase()
+    for event in events:
+        tracker.observe(event)
+    assert tracker.phase() == phase
+    assert phase_tracker("cluster").__class__ is ClusterPhase
