@@ -173,6 +173,7 @@ class ClusterScheduler(LeaseHolder):
         if self.policy_state is not None:
             stored = await self.store(kv.get, POLICY_NAMESPACE, POLICY_KEY, type(self.policy_state))
             self.policy_state = stored if stored is not None else self.policy_state
+        unheard: list[tuple[str, EndReason]] = []
         for job_id, t in self.trace.items():
             a = saved.get(job_id) or JobAccount(job_id=job_id)
             self.accounts[job_id] = a
@@ -198,9 +199,14 @@ class ClusterScheduler(LeaseHolder):
                 else:
                     # Its end was reported to the last leader, which died before
                     # recording it: the fleet has the outcome.
-                    await self._ended(job_id, "done" if row and row.state == "DONE" else "failed")
+                    unheard.append((job_id, "done" if row and row.state == "DONE" else "failed"))
             elif entry.state in ("DONE", "FAILED"):
                 a.state = "done" if entry.state == "DONE" else "failed"
+        # Once every account is back: an end judged over a part of them would take
+        # the trace's first jobs for all of them and end the run (explore: a run of
+        # tiresias-philly stopped as "done" after 8 of its 480 jobs).
+        for job_id, reason in unheard:
+            await self._ended(job_id, reason)
         self.decision("cluster.rebuilt", {"jobs": len(self.accounts)})
         self._kick()
         self._end_if_all_ended()
@@ -227,7 +233,8 @@ class ClusterScheduler(LeaseHolder):
 
     @on(OfferReply)
     async def offer_reply(self, msg: OfferReply) -> None:
-        if self.offers.get(msg.job_id) != msg.offer_id or not await self._leading():
+        # Leadership first: a new epoch rebuilds the offers (explore: tiresias-philly).
+        if not await self._leading() or self.offers.get(msg.job_id) != msg.offer_id:
             return
         del self.offers[msg.job_id]
         a = self.accounts[msg.job_id]
@@ -240,10 +247,10 @@ class ClusterScheduler(LeaseHolder):
 
     @on(_OfferTimeout)
     async def offer_timeout(self, msg: _OfferTimeout) -> None:
-        if self.offers.get(msg.job_id) == msg.offer_id:
+        if await self._leading() and self.offers.get(msg.job_id) == msg.offer_id:
             del self.offers[msg.job_id]
             a = self.accounts[msg.job_id]
-            if a.state == "offered" and await self._leading():
+            if a.state == "offered":
                 self._turned_down(a)
                 # An agent that does not answer is not a policy's answer: nothing else
                 # may happen for the job to be decided on again (a lone job waited
@@ -278,33 +285,35 @@ class ClusterScheduler(LeaseHolder):
 
     @on(_DispatchTimeout)
     async def dispatch_timeout(self, msg: _DispatchTimeout) -> None:
+        # Leadership first: a new epoch rebuilds the accounts from the store.
+        if not await self._leading():
+            return
         a = self.accounts.get(msg.job_id)
         if a is None or a.state != "dispatching" or a.dispatch != msg.dispatch:
             return
-        if await self._leading():
-            # Its CM may have started it all the same, its answer late (this scheduler
-            # was paused): the store says. Sent back to the queue, it would be
-            # dispatched again while it runs (`gang`).
-            p = self.params
-            rows = await self.store(
-                fleet.dispatches, p.cluster, p.region, fleet.LIVE_JOB_STATES, a.job_id
-            )
-            for row, auction in rows:
-                if auction == a.dispatch:
-                    self.decision("cluster.started-unheard", {"job": a.job_id})
-                    await self._began(a, row.started_us or self.now_us)
-                    return
-            self.send_reliably(
-                self.cm,
-                StopJob(
-                    workload_id=a.job_id,
-                    job=JOB,
-                    reason="aborted",
-                    checkpoint=False,
-                    rms_epoch=self._epoch(),
-                ),
-            )
-            await self._back_to_queue(a)
+        # Its CM may have started it all the same, its answer lost or late: the
+        # store says. Sent back to the queue, it would be dispatched again while
+        # it runs (`gang`).
+        p = self.params
+        rows = await self.store(
+            fleet.dispatches, p.cluster, p.region, fleet.LIVE_JOB_STATES, a.job_id
+        )
+        for row, auction in rows:
+            if auction == a.dispatch:
+                self.decision("cluster.started-unheard", {"job": a.job_id})
+                await self._began(a, row.started_us or self.now_us)
+                return
+        self.send_reliably(
+            self.cm,
+            StopJob(
+                workload_id=a.job_id,
+                job=JOB,
+                reason="aborted",
+                checkpoint=False,
+                rms_epoch=self._epoch(),
+            ),
+        )
+        await self._back_to_queue(a)
 
     @on(JobEnded)
     async def job_ended(self, msg: JobEnded) -> None:

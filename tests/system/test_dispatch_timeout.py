@@ -15,9 +15,12 @@ with the others before the workload goes back to the queue.
 
 The cluster systems' scheduler had the same flaw (found by pausing it for 20 min
 between its CM's start of dally-0097 and that CM's answer, in `dally-cm-failover`):
-back, it stopped the job and queued it again while it ran (`gang`). It now asks the
-store too, and a job that started under the timed-out dispatch runs on
-(`cluster.started-unheard`).
+back, it stopped the job and queued it again while it ran (`gang`). Two fixes: it
+asks the store too, so a job that started under the timed-out dispatch runs on
+(`cluster.started-unheard`; shown with the answer lost, every link dropping all
+for 16 min); and it asks whether it leads before it reads the job's account,
+which a new epoch rebuilds from the store (after the pause, the rebuild finds the
+job running). Either alone would have kept the paused story from breaking the gang.
 """
 
 from __future__ import annotations
@@ -79,28 +82,37 @@ def test_a_gang_that_started_while_its_rms_was_paused_runs_instead_of_being_requ
     assert [state for state, t_us in victim if t_us >= back][:1] == ["PENDING"]
 
 
-def test_a_cluster_job_that_started_while_its_scheduler_was_paused_runs_on(
-    tmp_path: Path,
-) -> None:
+def dally_0097(tmp_path: Path, fault: dict[str, Any]) -> tuple[Any, list[TraceEvent]]:
+    """dally-cm-failover with `fault` as dally-0097's CM starts it (1h50m02.133263s)."""
     raw = raw_builtin("dally-cm-failover")
     raw["duration"] = "2h30m"
-    # Between the CM's start of dally-0097 (1h50m02.133263s) and its answer.
-    raw["faults"] = [
-        {"action": "pause", "at": "1h50m02.133265s", "target": "rms/dc/0", "duration": "20m"}
-    ]
+    raw["faults"] = [fault]
     raw["invariants"]["stop_on_violation"] = True
     result, events = run_raw(raw, tmp_path / "run.db")
     assert result.status == "ok" and result.violations == []
+    # Started once, and never queued again.
+    moves = [e.to_state for e in store_events(events, "queue.transition", "dally-0097") if e.result]
+    assert moves and "PENDING" not in moves
+    assert len([e for e in store_events(events, "fleet.start", "dally-0097") if e.result]) == 1
+    return result, events
+
+
+def test_a_cluster_job_whose_start_was_never_heard_runs_on_past_its_dispatch_timeout(
+    tmp_path: Path,
+) -> None:
+    # Every message lost for 16 min, from just after the CM got the plan.
+    loss = {"action": "loss", "at": "1h50m02.133262s", "duration": "16m", "probability": 1.0}
+    result, events = dally_0097(tmp_path, loss)
     (heard,) = decision_events(events, "cluster.started-unheard")
     assert heard.job == "dally-0097"
-    moves = [
-        (e.to_state, e.t_us)
-        for e in store_events(events, "queue.transition", "dally-0097")
-        if e.result
-    ]
-    # It runs from its timeout on, once, and was never queued again.
-    assert moves[0] == ("RUNNING", heard.t_us)
-    assert all(state != "PENDING" for state, _ in moves)
-    assert len([e for e in store_events(events, "fleet.start", "dally-0097") if e.result]) == 1
-    # A campaign's catalogue says it reached this.
+    moves = [e for e in store_events(events, "queue.transition", "dally-0097") if e.result]
+    assert (moves[0].to_state, moves[0].t_us) == ("RUNNING", heard.t_us)  # from its timeout on
     assert asyncio.run(reached(result.out))["cluster-started-unheard"] == 1
+
+
+def test_a_cluster_job_that_started_while_its_scheduler_was_paused_runs_on(
+    tmp_path: Path,
+) -> None:
+    pause = {"action": "pause", "at": "1h50m02.133265s", "target": "rms/dc/0", "duration": "20m"}
+    _, events = dally_0097(tmp_path, pause)
+    assert decision_events(events, "cluster.rebuilt")[-1].t_us > 2 * 60 * 60 * S
