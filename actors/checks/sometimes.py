@@ -175,6 +175,14 @@ _CLUSTER_EVENTS = {
 FAILOVER_WINDOW_US = 60_000_000
 
 
+def phase_name(now_us: int, last_failover_us: int | None, **flags: object) -> str:
+    """The phase's name: its true flags, `failover` if a leader changed within the
+    last `FAILOVER_WINDOW_US`, sorted and joined by `+`; `calm` when none holds."""
+    recent = last_failover_us is not None and now_us - last_failover_us <= FAILOVER_WINDOW_US
+    on = [name for name, value in {**flags, "failover": recent}.items() if value]
+    return "+".join(sorted(on)) or "calm"
+
+
 class MastPhase:
     """Which of MAST's delicate phases a run is in: what a fault may land inside.
 
@@ -240,23 +248,15 @@ class MastPhase:
             self.dark.discard(payload["winner"])
 
     def phase(self) -> str:
-        recent = (
-            self.last_failover_us is not None
-            and self.now_us - self.last_failover_us <= FAILOVER_WINDOW_US
+        return phase_name(
+            self.now_us,
+            self.last_failover_us,
+            auction=self.auctions,
+            checkpointing=self.checkpointing,
+            copy=self.copies,
+            dark=self.dark,
+            preempting=self.preempting,
         )
-        flags = [
-            name
-            for name, on in (
-                ("auction", self.auctions),
-                ("checkpointing", self.checkpointing),
-                ("copy", self.copies),
-                ("dark", self.dark),
-                ("failover", recent),
-                ("preempting", self.preempting),
-            )
-            if on
-        ]
-        return "+".join(flags) or "calm"
 
 
 class ClusterPhase:
@@ -301,18 +301,10 @@ class ClusterPhase:
             self.preempting.update(payload.get("preempt", ()))
 
     def phase(self) -> str:
-        recent = (
-            self.last_failover_us is not None
-            and self.now_us - self.last_failover_us <= FAILOVER_WINDOW_US
+        return phase_name(
+            self.now_us,
+            self.last_failover_us,
+            checkpointing=self.checkpointing,
+            dispatching=self.dispatching,
+            preempting=self.preempting,
         )
-        flags = [
-            name
-            for name, on in (
-                ("checkpointing", self.checkpointing),
-                ("dispatching", self.dispatching),
-                ("failover", recent),
-                ("preempting", self.preempting),
-            )
-            if on
-        ]
-        return "+".join(flags) or "calm"
