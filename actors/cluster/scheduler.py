@@ -482,6 +482,10 @@ class ClusterScheduler(LeaseHolder):
             self.offers.pop(a.job_id, None)
             a.state, a.placement = "waiting", ()
             return
+        if a.begin_us is None:
+            # Dispatched, its start not heard yet (its CM slow): it holds its GPUs as
+            # the policy's view has it, until its stop is reported (`claims_for`).
+            a.begin_us = self.now_us
         a.state, a.stop_us = "stopping", self.now_us
         await self._save(a)
         # Always with a checkpoint: without preemption costs it is free (the
