@@ -175,6 +175,19 @@ _CLUSTER_EVENTS = {
 FAILOVER_WINDOW_US = 60_000_000
 
 
+def track_checkpoints(checkpointing: set[tuple[str, str]], type_: str, args: Any) -> str | None:
+    """Keep the (workload, job)s a CM stopped that save their checkpoint, from one store
+    call; returns the workload of a job whose machines were released (else None)."""
+    if type_ == "fleet.state" and len(args) > 4 and args[4] == "CHECKPOINTING":
+        checkpointing.add((args[2], args[3]))
+    elif type_ == "fleet.checkpoint" and len(args) > 2:
+        checkpointing.discard((args[1], args[2]))
+    elif type_ == "fleet.release" and len(args) > 3:
+        checkpointing.discard((args[2], args[3]))
+        return str(args[2])
+    return None
+
+
 def phase_name(now_us: int, last_failover_us: int | None, **flags: object) -> str:
     """The phase's name: its true flags, `failover` if a leader changed within the
     last `FAILOVER_WINDOW_US`, sorted and joined by `+`; `calm` when none holds."""
@@ -221,17 +234,12 @@ class MastPhase:
                     )
             elif event.type in ("migration.done", "migration.cancel"):
                 self.copies.discard(args[1])
-            elif event.type == "fleet.state" and len(args) > 4 and args[4] == "CHECKPOINTING":
-                self.checkpointing.add((args[2], args[3]))
-            elif event.type == "fleet.release" and len(args) > 3:
+            elif track_checkpoints(self.checkpointing, event.type, args) is not None:
                 job = (args[2], args[3])
-                self.checkpointing.discard(job)
                 for workload in [w for w, victims in self.preempting.items() if job in victims]:
                     self.preempting[workload].discard(job)
                     if not self.preempting[workload]:
                         del self.preempting[workload]
-            elif event.type == "fleet.checkpoint" and len(args) > 2:
-                self.checkpointing.discard((args[1], args[2]))
             return
         if event.kind != "decision":
             return
@@ -286,10 +294,7 @@ class ClusterPhase:
             elif event.type == "queue.transition" and result and len(args) > 2:
                 if args[2] != "DISPATCHING":
                     self.dispatching.discard(args[0])
-            elif event.type == "fleet.state" and len(args) > 4 and args[4] == "CHECKPOINTING":
-                self.checkpointing.add((args[2], args[3]))
-            elif event.type == "fleet.release" and len(args) > 3:
-                self.checkpointing.discard((args[2], args[3]))
+            elif track_checkpoints(self.checkpointing, event.type, args) is not None:
                 self.preempting.discard(args[2])
             return
         if event.kind != "decision":

@@ -303,16 +303,7 @@ class ClusterScheduler(LeaseHolder):
                 self.decision("cluster.started-unheard", {"job": a.job_id})
                 await self._began(a, row.started_us or self.now_us)
                 return
-        self.send_reliably(
-            self.cm,
-            StopJob(
-                workload_id=a.job_id,
-                job=JOB,
-                reason="aborted",
-                checkpoint=False,
-                rms_epoch=self._epoch(),
-            ),
-        )
+        self._stop(a, "aborted", checkpoint=False)
         await self._back_to_queue(a)
 
     @on(JobEnded)
@@ -492,13 +483,16 @@ class ClusterScheduler(LeaseHolder):
         # run's pace has `checkpoint_us` 0), not skipped. A stop without one
         # would send the job back to its last checkpoint, and a preempted job
         # keeps its progress in the engine and in the peers' simulators.
+        self._stop(a, "preempted", checkpoint=True)
+
+    def _stop(self, a: JobAccount, reason: EndReason, *, checkpoint: bool) -> None:
         self.send_reliably(
             self.cm,
             StopJob(
                 workload_id=a.job_id,
                 job=JOB,
-                reason="preempted",
-                checkpoint=True,
+                reason=reason,
+                checkpoint=checkpoint,
                 rms_epoch=self._epoch(),
             ),
         )
