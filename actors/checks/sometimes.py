@@ -49,6 +49,8 @@ CLUSTER = {
     "the scheduler dropped it",
     "cluster-started-unheard": "a dispatch timed out on a job its CM had started, its answer "
     "late; the job ran on",
+    "cluster-stop-unstarted": "a job preempted before its start was heard never started "
+    "(its plan lost with a leader); its dispatch timeout ended it",
 }
 
 
@@ -167,6 +169,7 @@ _CLUSTER_EVENTS = {
     "cluster.rebuilt": "cluster-scheduler-rebuilt",
     "cluster.stale-end": "cluster-stale-end",
     "cluster.started-unheard": "cluster-started-unheard",
+    "cluster.stop-unstarted": "cluster-stop-unstarted",
 }
 
 

@@ -21,7 +21,7 @@ training consolidated, active time × (1 − 1/s).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -31,6 +31,7 @@ from actors.policies.cluster import perf_model
 from actors.policies.cluster.api import ClusterView, ContentionCount, JobView, Slot, Start, TraceJob
 from actors.policies.cluster.job_pace import batch_scale_at, finish_at, saved_work, work_at
 from emulator.errors import ComponentBug
+from store.mast import fleet, queue
 from store.mast.records import Machine
 
 NAMESPACE = "cluster.jobs"
@@ -335,6 +336,61 @@ def requeue(a: JobAccount, now_us: int, *, preempted: bool, stop_us: int | None)
     a.state, a.queued_since_us, a.ready_us = "waiting", since, now_us
     if preempted:
         a.preemptions += 1
+
+
+def begin_run(a: JobAccount, begin_us: int) -> None:
+    """Its CM started the dispatched job at `begin_us`: it runs (its wait ends there)."""
+    a.state, a.begin_us = "running", begin_us
+    a.claims, a.begins_us = (), None  # its victims have stopped
+    a.queued_us += max(0, begin_us - a.ready_us)
+    if a.first_start_us is None:
+        a.first_start_us = begin_us
+
+
+# What a new leader has left to do for a job once its account is rebuilt (`recovered`).
+Recovery = Literal["began", "unheard", "stop", "stop-unheard", "done", "failed"] | None
+
+
+def recovered(a: JobAccount, t: TraceJob, entry: str | None, row: fleet.JobRow | None) -> Recovery:
+    """Set a saved account's state from the job queue's (`entry`) and the fleet's (`row`).
+
+    The account was saved by the last leader; the queue and the fleet may have
+    moved on since (its CM started or ended the job unheard). Returns what the
+    new leader must still do: record a start (`began`), wait for an unheard
+    dispatch (`unheard`), order the stop of a stopping job again, its order
+    perhaps lost with the last leader's resends (`stop`; `stop-unheard` when
+    its start was not heard either), or record an end the fleet has (`done`,
+    `failed`).
+    """
+    live = row is not None and row.state in fleet.LIVE_JOB_STATES
+    if entry is None:
+        a.state = "future"
+    elif entry in queue.QUEUED:
+        if a.state == "future":
+            a.queued_since_us = a.ready_us = t.submit_us
+        a.state, a.deferred, a.placement = "waiting", None, ()
+        a.claims, a.begins_us = (), None
+    elif entry == "DISPATCHING":
+        if a.state == "stopping":
+            # Preempted before its start was heard (`begin_us` set at the order):
+            # as a dispatching job, the policy would see its GPUs held twice over.
+            return "stop" if live else "stop-unheard"
+        a.state = "dispatching"
+        return "began" if live else "unheard"
+    elif entry == "RUNNING":
+        if row is not None and row.state == "CHECKPOINTING":
+            a.state = "stopping"
+        elif not live:
+            return "done" if row is not None and row.state == "DONE" else "failed"
+        elif a.state != "stopping":
+            if a.begin_us is None and row is not None and row.started_us is not None:
+                begin_run(a, row.started_us)  # its start recorded, its account not saved after
+            a.state = "running"
+            return None
+        return "stop"
+    else:
+        a.state = "done" if entry == "DONE" else "failed"
+    return None
 
 
 def result_of(a: JobAccount, t: TraceJob, end_us: int) -> JobResult:

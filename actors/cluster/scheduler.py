@@ -34,11 +34,13 @@ from actors.cluster.engine import Semantics
 from actors.cluster.jobs import (
     NAMESPACE,
     JobAccount,
+    begin_run,
     claims_for,
     close_run,
     merged,
     pace_for,
     policy_view,
+    recovered,
     requeue,
     view_of,
 )
@@ -178,30 +180,17 @@ class ClusterScheduler(LeaseHolder):
             a = saved.get(job_id) or JobAccount(job_id=job_id)
             self.accounts[job_id] = a
             entry, row = entries.get(job_id), rows.get(job_id)
-            if entry is None:
-                a.state = "future"
-                continue
-            live = row is not None and row.state in fleet.LIVE_JOB_STATES
-            if entry.state in queue.QUEUED:
-                if a.state == "future":
-                    a.queued_since_us = a.ready_us = t.submit_us
-                a.state, a.deferred, a.placement = "waiting", None, ()
-                a.claims, a.begins_us = (), None
-            elif entry.state == "DISPATCHING":
-                a.state = "running" if live else "dispatching"
-                if not live:
-                    self.set_timer(p.dispatch_timeout, _DispatchTimeout(job_id, a.dispatch))
-            elif entry.state == "RUNNING":
-                if row is not None and row.state == "CHECKPOINTING":
-                    a.state = "stopping"
-                elif live:
-                    a.state = "stopping" if a.state == "stopping" else "running"
-                else:
-                    # Its end was reported to the last leader, which died before
-                    # recording it: the fleet has the outcome.
-                    unheard.append((job_id, "done" if row and row.state == "DONE" else "failed"))
-            elif entry.state in ("DONE", "FAILED"):
-                a.state = "done" if entry.state == "DONE" else "failed"
+            step = recovered(a, t, entry.state if entry else None, row)
+            if step == "began" and row is not None:
+                await self._began(a, row.started_us or self.now_us)
+            if step in ("stop", "stop-unheard"):
+                self._stop(a, "preempted", checkpoint=True)
+            if step in ("unheard", "stop-unheard"):
+                self.set_timer(p.dispatch_timeout, _DispatchTimeout(job_id, a.dispatch))
+            if step in ("done", "failed"):
+                # Its end was reported to the last leader, which died before
+                # recording it: the fleet has the outcome.
+                unheard.append((job_id, step))
         # Once every account is back: an end judged over a part of them would take
         # the trace's first jobs for all of them and end the run (explore: a run of
         # tiresias-philly stopped as "done" after 8 of its 480 jobs).
@@ -276,11 +265,7 @@ class ClusterScheduler(LeaseHolder):
             queue.transition, a.job_id, ("DISPATCHING",), "RUNNING", self.now_us, a.dispatch
         ):
             return
-        a.state, a.begin_us = "running", begin_us
-        a.claims, a.begins_us = (), None  # its victims have stopped
-        a.queued_us += max(0, begin_us - a.ready_us)
-        if a.first_start_us is None:
-            a.first_start_us = begin_us
+        begin_run(a, begin_us)
         await self._save(a)
 
     @on(_DispatchTimeout)
@@ -289,7 +274,7 @@ class ClusterScheduler(LeaseHolder):
         if not await self._leading():
             return
         a = self.accounts.get(msg.job_id)
-        if a is None or a.state != "dispatching" or a.dispatch != msg.dispatch:
+        if a is None or a.state not in ("dispatching", "stopping") or a.dispatch != msg.dispatch:
             return
         # Its CM may have started it all the same, its answer lost or late: the
         # store says. Sent back to the queue, it would be dispatched again while
@@ -298,13 +283,21 @@ class ClusterScheduler(LeaseHolder):
         rows = await self.store(
             fleet.dispatches, p.cluster, p.region, fleet.LIVE_JOB_STATES, a.job_id
         )
-        for row, auction in rows:
-            if auction == a.dispatch:
-                self.decision("cluster.started-unheard", {"job": a.job_id})
-                await self._began(a, row.started_us or self.now_us)
-                return
-        self._stop(a, "aborted", checkpoint=False)
-        await self._back_to_queue(a)
+        started = next((row for row, auction in rows if auction == a.dispatch), None)
+        if a.state == "stopping":
+            # Preempted before its start was heard: once started, its stop brings
+            # its end; never started (its plan lost with a leader), nothing will.
+            entry = await self.store(queue.get, a.job_id)
+            if started is None and entry is not None and entry.state == "DISPATCHING":
+                self.decision("cluster.stop-unstarted", {"job": a.job_id})
+                a.begin_us = None  # it held no GPU: no run to count
+                await self._ended(a.job_id, "preempted")
+        elif started is not None:
+            self.decision("cluster.started-unheard", {"job": a.job_id})
+            await self._began(a, started.started_us or self.now_us)
+        else:
+            self._stop(a, "aborted", checkpoint=False)
+            await self._back_to_queue(a)
 
     @on(JobEnded)
     async def job_ended(self, msg: JobEnded) -> None:

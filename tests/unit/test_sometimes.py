@@ -167,6 +167,7 @@ def test_lease_detector(event: TraceEvent, reached: list[str]) -> None:
         (decision("cluster.rebuilt", jobs=3), ["cluster-scheduler-rebuilt"]),
         (decision("cluster.stale-end", job="j", auction=2), ["cluster-stale-end"]),
         (decision("cluster.started-unheard", job="j"), ["cluster-started-unheard"]),
+        (decision("cluster.stop-unstarted", job="j"), ["cluster-stop-unstarted"]),
         (decision("cluster.job-done", job="j"), []),
     ],
 )
