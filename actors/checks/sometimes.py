@@ -50,7 +50,7 @@ CLUSTER = {
     "cluster-started-unheard": "a dispatch timed out on a job its CM had started, its answer "
     "late; the job ran on",
     "cluster-stop-unstarted": "a job preempted before its start was heard never started "
-    "(its plan lost with a leader); its dispatch timeout ended it",
+    "(its plan refused, or lost with a leader); its run ended without a stop report",
 }
 
 

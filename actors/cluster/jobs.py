@@ -70,6 +70,11 @@ class JobAccount(msgspec.Struct, kw_only=True):
     # them is free — when it begins (`claims_for`).
     claims: tuple[Claim, ...] = ()
     begins_us: int | None = None
+    # A run preempted before its start was heard: the claims its dispatch had.
+    # Until those victims have stopped, their GPUs are the ones it stands in
+    # for (its CM may never have started it), so a start counting on its GPUs
+    # names them as victims too (`plan_victims`).
+    stand_in: tuple[Claim, ...] = ()
     next_slowdown: float = 1.0  # of that run's placement (the offer's, before its pace)
 
 
@@ -272,6 +277,11 @@ def claims_for(
         if a.begin_us is not None and a.state in ("running", "stopping"):
             for host, n in a.placement:
                 used[host] = used.get(host, 0) + n
+            # A stand-in's GPUs taken from its victims are theirs while they stop.
+            for victim, host, n in a.stand_in if a.state == "stopping" else ():
+                if victim in stopping:
+                    claimed[(victim, host)] = claimed.get((victim, host), 0) + n
+                    used[host] = used.get(host, 0) - n
         run = _pending_run(a)
         if run is None:
             continue
@@ -287,7 +297,7 @@ def claims_for(
     for host, need in placement:
         need -= min(need, max(0, gpus_of.get(host, 0) - used.get(host, 0)))
         draining = sorted(
-            (release_us(v), left, v.job_id)
+            (_release_on(v, host, stopping), left, v.job_id)
             for v in stopping.values()
             for h, n in v.placement
             if h == host and (left := n - claimed.get((v.job_id, host), 0)) > 0
@@ -303,6 +313,27 @@ def claims_for(
             # The policy's view is computed from the same accounts (`policy_view`).
             raise ComponentBug(f"{host}: a start counts on {need} GPUs nobody frees")
     return tuple(claims), ready
+
+
+def _release_on(v: JobAccount, host: str, stopping: Mapping[str, JobAccount]) -> int:
+    """When stopping `v` lets its GPUs on `host` go: a stand-in once its victims there have too."""
+    waits = [stopping[w] for w, h, _ in v.stand_in if h == host and w in stopping]
+    return max([release_us(v), *(release_us(w) for w in waits)])
+
+
+def plan_victims(accounts: Mapping[str, JobAccount], claims: Iterable[Claim]) -> tuple[str, ...]:
+    """The stopping jobs a plan with `claims` waits for: those it counts on, and the
+    victims still stopping of any stand-in among them (transitively)."""
+    out: set[str] = set()
+    todo = [v for v, _, _ in claims]
+    while todo:
+        v = todo.pop()
+        a = accounts.get(v)
+        if v in out or a is None or a.state != "stopping":
+            continue
+        out.add(v)
+        todo.extend(w for w, _, _ in a.stand_in)
+    return tuple(sorted(out))
 
 
 def close_run(a: JobAccount, now_us: int, saved_us: float, *, preempted: bool) -> None:
@@ -324,7 +355,7 @@ def close_run(a: JobAccount, now_us: int, saved_us: float, *, preempted: bool) -
             a.comm_us += active * (1.0 - 1.0 / a.pace.slowdown)
     a.work_us = max(a.work_us, saved_us)
     a.placement, a.pace, a.begin_us, a.stop_us = (), None, None, None
-    a.claims, a.begins_us = (), None
+    a.claims, a.begins_us, a.stand_in = (), None, ()
 
 
 def requeue(a: JobAccount, now_us: int, *, preempted: bool, stop_us: int | None) -> None:

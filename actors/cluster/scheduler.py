@@ -30,7 +30,6 @@ from typing import Any
 
 import msgspec
 
-from actors.cluster.engine import Semantics
 from actors.cluster.jobs import (
     NAMESPACE,
     JobAccount,
@@ -39,14 +38,16 @@ from actors.cluster.jobs import (
     close_run,
     merged,
     pace_for,
+    plan_victims,
     policy_view,
     recovered,
     requeue,
     view_of,
 )
 from actors.cluster.messages import Offer, OfferReply
+from actors.cluster.params import JOB, SchedulerParams, agent_address, job_spec
 from actors.cluster.semantics import restart_overhead_us
-from actors.common.leadership import LeaseHolder, LeaseTiming
+from actors.common.leadership import LeaseHolder
 from actors.common.messages import EndReason, ExecutePlan, JobEnded, PlanResult, StopJob, Submitted
 from actors.policies.cluster import perf_model
 from actors.policies.cluster.api import ClusterView, Decision, Start, TraceJob
@@ -55,31 +56,12 @@ from actors.policies.cluster.placement import tier_of
 from actors.policies.cluster.registry import cluster_policy
 from emulator.actor import on
 from emulator.errors import PolicyContractError
-from emulator.units import Duration
 from store import kv
 from store.mast import fleet, queue
-from store.mast.records import JobSpec
 
-JOB = "train"  # the one job of each workload a trace job becomes
 SAME_INSTANT_DECISIONS_MAX = 1_000
 POLICY_KEY = "policy-state"
 POLICY_NAMESPACE = "cluster.policy"
-
-
-class SchedulerParams(msgspec.Struct, frozen=True, kw_only=True):
-    """One cluster's scheduler: its policy (validated params), conventions and trace jobs."""
-
-    region: str
-    cluster: str
-    policy: str
-    policy_params: Any
-    semantics: Semantics
-    jobs: tuple[TraceJob, ...]
-    gpu_type: str
-    checkpoint_every: Duration = Duration(0)
-    offer_timeout: Duration = Duration(5_000_000)
-    dispatch_timeout: Duration = Duration(900_000_000)
-    lease: LeaseTiming = LeaseTiming()
 
 
 class _Decide(msgspec.Struct, frozen=True, tag=True):
@@ -90,6 +72,10 @@ class _Wake(msgspec.Struct, frozen=True, tag=True):
     """Self-timer: the policy asked to be called at this time."""
 
     at_us: int
+
+
+class _Retry(msgspec.Struct, frozen=True, tag=True):
+    """Self-timer: decide again after a refused plan (`refused_retry`)."""
 
 
 class _Round(msgspec.Struct, frozen=True, tag=True):
@@ -104,21 +90,6 @@ class _OfferTimeout(msgspec.Struct, frozen=True, tag=True):
 class _DispatchTimeout(msgspec.Struct, frozen=True, tag=True):
     job_id: str
     dispatch: int
-
-
-def agent_address(job_id: str) -> str:
-    return f"job/{job_id}"
-
-
-def job_spec(t: TraceJob, gpu_type: str, checkpoint_every_us: int) -> JobSpec:
-    """The one job of the workload a trace job becomes; its work is the trace duration."""
-    return JobSpec(
-        name=JOB,
-        gpu_type=gpu_type,
-        gpus=t.gpus,
-        work_us=t.duration_us,
-        checkpoint_every_us=checkpoint_every_us,
-    )
 
 
 class ClusterScheduler(LeaseHolder):
@@ -251,13 +222,24 @@ class ClusterScheduler(LeaseHolder):
         if not await self._leading():
             return
         a = self.accounts.get(msg.workload_id)
-        if a is None or a.state != "dispatching" or a.dispatch != msg.auction_id:
+        if a is None or a.dispatch != msg.auction_id:
+            return
+        if a.state == "stopping":
+            # Preempted before this answer: started, it stands in for no victim now.
+            # Refused, perhaps by a new CM leader while its old one had started it.
+            if msg.ok:
+                a.stand_in = ()
+            else:
+                await self._end_if_unstarted(a)
+            return
+        if a.state != "dispatching":
             return
         if msg.ok:
             await self._began(a, self.now_us)
             return
         self.decision("cluster.plan-refused", {"job": a.job_id, "why": msg.reason})
-        await self._back_to_queue(a)
+        await self._back_to_queue(a, kick=False)
+        self.set_timer(self.params.refused_retry, _Retry())
 
     async def _began(self, a: JobAccount, begin_us: int) -> None:
         """Its CM started the dispatched job at `begin_us`: it runs."""
@@ -279,25 +261,32 @@ class ClusterScheduler(LeaseHolder):
         # Its CM may have started it all the same, its answer lost or late: the
         # store says. Sent back to the queue, it would be dispatched again while
         # it runs (`gang`).
-        p = self.params
-        rows = await self.store(
-            fleet.dispatches, p.cluster, p.region, fleet.LIVE_JOB_STATES, a.job_id
-        )
-        started = next((row for row, auction in rows if auction == a.dispatch), None)
         if a.state == "stopping":
-            # Preempted before its start was heard: once started, its stop brings
-            # its end; never started (its plan lost with a leader), nothing will.
-            entry = await self.store(queue.get, a.job_id)
-            if started is None and entry is not None and entry.state == "DISPATCHING":
-                self.decision("cluster.stop-unstarted", {"job": a.job_id})
-                a.begin_us = None  # it held no GPU: no run to count
-                await self._ended(a.job_id, "preempted")
-        elif started is not None:
+            await self._end_if_unstarted(a)
+        elif (started := await self._started_row(a)) is not None:
             self.decision("cluster.started-unheard", {"job": a.job_id})
             await self._began(a, started.started_us or self.now_us)
         else:
             self._stop(a, "aborted", checkpoint=False)
             await self._back_to_queue(a)
+
+    async def _started_row(self, a: JobAccount) -> fleet.JobRow | None:
+        """The job's row in the fleet if its CM started it under its current dispatch."""
+        p = self.params
+        rows = await self.store(
+            fleet.dispatches, p.cluster, p.region, fleet.LIVE_JOB_STATES, a.job_id
+        )
+        return next((row for row, auction in rows if auction == a.dispatch), None)
+
+    async def _end_if_unstarted(self, a: JobAccount) -> None:
+        """A job preempted before its start was heard: its run ends now if its CM never
+        started it (its plan refused, or lost with a leader), as no stop will bring an end."""
+        entry = await self.store(queue.get, a.job_id)
+        if entry is None or entry.state != "DISPATCHING" or await self._started_row(a):
+            return  # started: its stop brings its end
+        self.decision("cluster.stop-unstarted", {"job": a.job_id})
+        a.begin_us = None  # it held no GPU: no run to count
+        await self._ended(a.job_id, "preempted")
 
     @on(JobEnded)
     async def job_ended(self, msg: JobEnded) -> None:
@@ -365,6 +354,10 @@ class ClusterScheduler(LeaseHolder):
     def wake(self, msg: _Wake) -> None:
         self.wake_timer = None
         self._decide_soon()
+
+    @on(_Retry)
+    def retry(self, _: _Retry) -> None:
+        self._kick()
 
     @on(_Round)
     def round_boundary(self, _: _Round) -> None:
@@ -457,6 +450,7 @@ class ClusterScheduler(LeaseHolder):
             self.wake_timer = self.set_timer(at - self.now_us, _Wake(at))
 
     async def _preempt(self, a: JobAccount) -> None:
+        claims = a.claims
         a.claims, a.begins_us = (), None  # a run not begun yet counts on nothing now
         if a.state == "stopping":
             a.deferred = None  # the held offer is withdrawn; the stop goes on
@@ -467,9 +461,10 @@ class ClusterScheduler(LeaseHolder):
             a.state, a.placement = "waiting", ()
             return
         if a.begin_us is None:
-            # Dispatched, its start not heard yet (its CM slow): it holds its GPUs as
-            # the policy's view has it, until its stop is reported (`claims_for`).
-            a.begin_us = self.now_us
+            # Dispatched, its start not heard yet (its CM slow): a start on its GPUs
+            # waits for its stop, and for its victims' on those it took from them
+            # (`claims_for`, `plan_victims`).
+            a.begin_us, a.stand_in = self.now_us, claims
         a.state, a.stop_us = "stopping", self.now_us
         await self._save(a)
         # Always with a checkpoint: without preemption costs it is free (the
@@ -533,8 +528,7 @@ class ClusterScheduler(LeaseHolder):
         )
         await self._save(a)
         # Only the stopping jobs whose GPUs it counts on (`claims_for`), still stopping.
-        stopping = {v for v, _, _ in a.claims if self.accounts[v].state == "stopping"}
-        victims = tuple((job_id, JOB) for job_id in sorted(stopping))
+        victims = tuple((job_id, JOB) for job_id in plan_victims(self.accounts, a.claims))
         self.send_reliably(
             self.cm,
             ExecutePlan(
@@ -551,7 +545,7 @@ class ClusterScheduler(LeaseHolder):
         )
         self.set_timer(p.dispatch_timeout, _DispatchTimeout(a.job_id, auction))
 
-    async def _back_to_queue(self, a: JobAccount) -> None:
+    async def _back_to_queue(self, a: JobAccount, *, kick: bool = True) -> None:
         """A dispatch that did not start: back to the queue, no preemption."""
         await self.store(
             queue.transition, a.job_id, ("DISPATCHING",), "PENDING", self.now_us, a.dispatch
@@ -559,7 +553,8 @@ class ClusterScheduler(LeaseHolder):
         close_run(a, self.now_us, a.work_us, preempted=False)
         a.state, a.ready_us = "waiting", self.now_us
         await self._save(a)
-        self._kick()
+        if kick:
+            self._kick()
 
     def _slowdown(self, t: TraceJob, placement: tuple[tuple[str, int], ...]) -> float:
         """What placing `t` there costs it (its tier's slowdown, with the communication model)."""

@@ -32,8 +32,9 @@ from msgspec import Meta
 from actors.cluster.batch_sizes import apply_batch_sizes
 from actors.cluster.engine import Semantics, simulate
 from actors.cluster.job_agent import JobAgentParams, OfferAgent
+from actors.cluster.params import SchedulerParams, agent_address, job_spec
 from actors.cluster.report import reference_outcome
-from actors.cluster.scheduler import ClusterScheduler, SchedulerParams, agent_address, job_spec
+from actors.cluster.scheduler import ClusterScheduler
 from actors.cluster.throughputs import load_throughputs
 from actors.cluster.traces import CsvColumns, TraceReport, load_trace
 from actors.cluster.workloads import (

@@ -265,3 +265,30 @@ class LateEndsCM(ClusterManager):
             self.late_ends[msg.workload_id] = msg
         elif isinstance(msg, PlanResult) and msg.ok and msg.workload_id in self.late_ends:
             super().send_reliably(dst, self.late_ends.pop(msg.workload_id))
+
+
+class RefusingCM(ClusterManager):
+    """Refuses every plan for `REFUSE_US` after the first: a CM whose machines the
+    scheduler's accounts misjudge for a while (a plan re-sent at once is refused again)."""
+
+    REFUSE_US = 2_000_000
+
+    def __init__(self, address: str, params: Any = None) -> None:
+        super().__init__(address, params)
+        self.refuse_until: int | None = None
+
+    async def execute(self, msg: ExecutePlan) -> None:
+        if self.refuse_until is None:
+            self.refuse_until = self.now_us + self.REFUSE_US
+        if self.now_us >= self.refuse_until:
+            await super().execute(msg)
+            return
+        result = PlanResult(
+            auction_id=msg.auction_id,
+            workload_id=msg.workload_id,
+            job=msg.job.name,
+            cluster=self.params.cluster,
+            ok=False,
+            reason="refused by a test",
+        )
+        self.send_reliably(self.rms, result)

@@ -1,0 +1,100 @@
+"""Starts that count on a job preempted before its start was heard (dally-cm-failover).
+
+explore found it (`explore dally-cm-failover --seed 48`, run seed 606400866): the
+CM leader paused for 13m20s while 30% of messages were lost, and the policy
+preempted dally-0049 and dally-0099 while their plans were unanswered. Starts
+then counted on their GPUs, naming them as victims, but the CM ran neither: the
+GPUs were still their own victims' (checkpointing), or the plan had been refused
+(its answer ignored, as the job was stopping). The CM refused every such plan
+("machine ... has 0 GPUs free"), and the scheduler re-sent it at once, about a
+thousand times per emulated second: the run never ended. Now a start counting
+on such a job names that job's own victims too, a refused or lost plan ends the
+run of a job stopping before its start, and a refused plan is retried after
+`refused_retry`, not at once.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from emulator.liveness import judge_liveness
+from tests.support.broken import RefusingCM, broken_cluster
+from tests.support.builtin import raw_builtin, run_raw
+from tests.support.trace import decision_events, decisions
+
+CM = "leader of cm/dc/c0"
+FAULTS: list[dict[str, Any]] = [
+    {"action": "pause", "at": "59m15.260986s", "target": CM, "duration": "4m49.168241s"},
+    {"action": "crash", "at": "1h", "target": CM, "restart_after": "10m"},
+    {"action": "pause", "at": "1h23.253172s", "target": CM, "duration": "4m17.357106s"},
+    {
+        "action": "down",
+        "at": "1h1m6.00626s",
+        "node": "dc/dc0/fd0/r2/m7",
+        "duration": "4m10.587632s",
+    },
+    {"action": "crash", "at": "2h6m16.241709s", "target": CM, "restart_after": "2m23.896754s"},
+    {"action": "loss", "at": "2h28m47.219713s", "duration": "7m6.75003s", "probability": 0.3},
+    {"action": "pause", "at": "2h34m20.790027s", "target": CM, "duration": "21.719145s"},
+    {"action": "pause", "at": "2h34m54.499421s", "target": CM, "duration": "13m20.590158s"},
+]
+
+REFUSING = """name = "refusing"
+duration = "1h"
+[system]
+kind = "{kind}"
+policy = "fifo"
+machines = 4
+gpus_per_machine = 4
+[system.workload]
+generator = "philly"
+philly = {{ arrivals = {{ rate_per_s = 0.01, num_jobs = 10 }} }}
+[invariants]
+enabled = ["allocation", "gang", "auction", "no-lost-workload", "progress"]
+stop_on_violation = true
+"""
+
+
+def found(tmp_path: Path, duration: str) -> tuple[Any, list[Any]]:
+    raw = raw_builtin("dally-cm-failover")
+    raw["seed"] = 606400866
+    raw["duration"] = duration
+    raw["faults"] = FAULTS
+    raw["invariants"]["stop_on_violation"] = True
+    return run_raw(raw, tmp_path / "run.db")
+
+
+def test_starts_on_a_stand_in_wait_for_its_victims(tmp_path: Path) -> None:
+    # Cut a minute into the loop: before, ~50,000 refusals by then.
+    result, events = found(tmp_path, "2h37m")
+    assert [e for e in events if e.kind == "actor-error"] == []
+    assert result.violations == []
+    assert decisions(events, "cluster.plan-refused") == []
+    # Its plan refused while it was stopping: it never ran, and no stop report will come.
+    assert decisions(events, "cluster.stop-unstarted") == [{"job": "dally-0049"}]
+
+
+def test_the_found_schedule_runs_to_its_end_with_every_job_run(tmp_path: Path) -> None:
+    result, events = found(tmp_path, "24h")
+    assert [e for e in events if e.kind == "actor-error"] == []
+    assert result.status == "ok" and result.violations == []
+    assert [r.stuck for r in judge_liveness(events)] == [[]]
+    # dally-0099's plan was lost with its CM leader: its dispatch timeout ended its run.
+    ended = {d["job"] for d in decisions(events, "cluster.stop-unstarted")}
+    assert ended == {"dally-0049", "dally-0099"}
+
+
+def test_a_refused_plan_is_retried_after_a_while_not_at_once(tmp_path: Path) -> None:
+    # A CM refuses every plan for 2 s: re-sent at once, each plan came back
+    # refused every network round trip, thousands of times.
+    kind = broken_cluster("test-refusing-cm", cm=RefusingCM)
+    raw = tomllib.loads(REFUSING.format(kind=kind))
+    result, events = run_raw(raw, tmp_path / "run.db")
+    assert result.status == "ok" and result.violations == []
+    refused = decision_events(events, "cluster.plan-refused")
+    assert refused and len(refused) == len({e.job for e in refused})
+    for e in refused:
+        again = [d for d in decision_events(events, "cluster.decision") if d.t_us > e.t_us]
+        assert again and again[0].t_us >= e.t_us + 5_000_000
