@@ -27,6 +27,7 @@ from actors.mast.rms import RegionalScheduler
 from actors.mast.system import MastSystem
 from actors.policies.mast.on_demand import plan_on_demand
 from emulator.registry import register_system
+from emulator.units import Duration
 from store import Store
 from store.events import store_event
 from store.mast import catalog, fleet
@@ -292,3 +293,12 @@ class RefusingCM(ClusterManager):
             reason="refused by a test",
         )
         self.send_reliably(self.rms, result)
+
+
+class HastyScheduler(ClusterScheduler):
+    """Decides again at once after a refused plan (`refused_retry` 0), as the
+    scheduler did before: against a CM that keeps refusing, a loop."""
+
+    async def on_start(self) -> None:
+        self.params = msgspec.structs.replace(self.params, refused_retry=Duration(0))
+        await super().on_start()

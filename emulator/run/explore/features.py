@@ -16,6 +16,7 @@ from emulator.liveness import LivenessWatch
 from emulator.run.coverage import system_kind
 from emulator.run.failures import INTERNAL_ERROR, beyond_invariants
 from emulator.run.pools import ship_db, worker_tempdir
+from emulator.run.runaway import RUNAWAY, EventCap
 from emulator.run.runner import remove_run_files
 from emulator.run.scenario import (
     Fault,
@@ -179,14 +180,24 @@ class Outcome:
     windows: tuple[Window, ...] = ()  # when each phase held (aimed mutations read them)
     phase_counts: dict[str, int] = field(default_factory=dict)  # windows per flag, all of them
     takeovers: tuple[int, ...] = ()  # microseconds from a leader lost to its successor
+    events: int = 0  # the kernel's (a runaway's measure: `emulator.run.runaway`)
 
 
 def run_schedule(
-    raw: dict[str, Any], heal_at_us: int | None, seed: int, faults: tuple[Fault, ...], db: Path
+    raw: dict[str, Any],
+    heal_at_us: int | None,
+    seed: int,
+    faults: tuple[Fault, ...],
+    db: Path,
+    events_max: int | None = None,
 ) -> Outcome:
-    """Run the scenario with exactly these faults into `db`; what the search learns of it."""
+    """Run the scenario with exactly these faults into `db`; what the search learns of it.
+
+    A run past `events_max` events is stopped there, a failure (`runaway`).
+    """
     from emulator.run.runner import execute, plan_run
 
+    cap = EventCap(events_max)
     cpu0 = time.process_time()
     schedule = Schedule(list(faults), heal_at_us)
     text = json.dumps(variant(raw, schedule, range(len(faults)), _inv(raw)))
@@ -197,7 +208,14 @@ def run_schedule(
     plan = plan_run(scenario, text, "<explore>")
     try:
         result = asyncio.run(
-            execute(plan, seed=seed, out=db, on_kernel=features.attach, on_setup=watch.attach)
+            execute(
+                plan,
+                seed=seed,
+                out=db,
+                progress=cap.check,
+                on_kernel=features.attach,
+                on_setup=watch.attach,
+            )
         )
     except Exception as error:  # a bug of the emulator's: this run's failure, not the search's
         bug = (INTERNAL_ERROR, type(error).__name__)
@@ -205,6 +223,8 @@ def run_schedule(
     # An actor dying on an exception of its own, or work that never ran after the
     # final heal, is a bug found as a violation is (`emulator.run.failures`).
     failure = features.failure
+    if failure is None and cap.tripped_at_us is not None:
+        failure = (RUNAWAY, cap.detail())
     if failure is None:
         others = beyond_invariants(
             result.actor_errors, result.status, scenario.invariants, watch.reports
@@ -214,8 +234,9 @@ def run_schedule(
         features.signature(),
         dict(features.tally.counts),
         failure,
-        result.status,
+        RUNAWAY if cap.tripped_at_us is not None else result.status,
         time.process_time() - cpu0,
+        events=result.events,
         windows=features.windows.finish(features.now_us),
         phase_counts=dict(features.windows.counts),
         takeovers=tuple(features.takeovers),
@@ -223,12 +244,16 @@ def run_schedule(
 
 
 def run_schedule_shipped(
-    raw: dict[str, Any], heal_at_us: int | None, seed: int, faults: tuple[Fault, ...]
+    raw: dict[str, Any],
+    heal_at_us: int | None,
+    seed: int,
+    faults: tuple[Fault, ...],
+    events_max: int | None = None,
 ) -> Outcome:
     """`run_schedule` on a worker: its own scratch folder, a failing database shipped back."""
     with worker_tempdir() as workdir:
         db = Path(workdir) / "run.db"
-        outcome = run_schedule(raw, heal_at_us, seed, faults, db)
+        outcome = run_schedule(raw, heal_at_us, seed, faults, db, events_max)
         if outcome.failure is None:
             return outcome
         return dataclasses.replace(outcome, files=ship_db(db))

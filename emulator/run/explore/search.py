@@ -23,6 +23,7 @@ from emulator.run.explore.results import ExploreResult, Failure, RunRecord
 from emulator.run.explore.space import fault_space, fresh_schedule, front_load, length_field
 from emulator.run.failures import INTERNAL_ERROR
 from emulator.run.pools import ClusterSpec, dask_pool, land_db
+from emulator.run.runaway import RUNAWAY, events_cap
 from emulator.run.runner import remove_run_files
 from emulator.run.scenario import (
     Fault,
@@ -153,6 +154,7 @@ class Explorer:
         self.drawn = 0  # candidates drawn after the base
         self.flags: dict[str, int] = {}  # phase flag -> windows of it seen over all runs
         self.leads: list[int] = []  # takeover delays measured by the runs (`Features`)
+        self.events_max: int | None = None  # set by the first clean run
 
     # -- choosing the next schedule
     def _arm(self) -> str:
@@ -373,17 +375,23 @@ class Explorer:
             if result.budget.runs is not None:
                 size = min(size, result.budget.runs - index)
             batch_now = self._candidates(index, size)
+            cap = self.events_max
             if pool is None:
-                outcomes = [run_schedule(self.raw, heal, s, f, work) for _, s, f, _ in batch_now]
+                outcomes = [
+                    run_schedule(self.raw, heal, s, f, work, cap) for _, s, f, _ in batch_now
+                ]
             else:
                 futures = [
-                    pool.submit(run_schedule_shipped, self.raw, heal, s, f)
+                    pool.submit(run_schedule_shipped, self.raw, heal, s, f, cap)
                     for _, s, f, _ in batch_now
                 ]
                 outcomes = [future.result() for future in futures]
             for (mutation, seed, faults, parent), outcome in zip(batch_now, outcomes, strict=True):
                 index += 1
                 cpu += outcome.cpu_s
+                if self.events_max is None and outcome.failure is None:
+                    # The first clean run sets what a run may cost (`emulator.run.runaway`).
+                    self.events_max = events_cap(outcome.events)
                 new = outcome.signature - self.seen
                 self.seen |= new
                 result.tallies.append(outcome.counts)
@@ -453,7 +461,7 @@ class Explorer:
             if src.exists():
                 src.replace(Path(str(db) + suffix))
         minimal: str | None = None
-        if failure[0] != INTERNAL_ERROR:
+        if failure[0] not in (INTERNAL_ERROR, RUNAWAY):  # shrink's re-runs have no cap
             minimal = str(self.out_dir / f"{stem}.min.toml")
             code = shrink_run(
                 db,

@@ -1,0 +1,51 @@
+"""A campaign's run that handles far more events than its campaign's first: a runaway.
+
+Against a CM that refuses every plan for a while, a scheduler that decides again at
+once re-sends its plan every network round trip (explore met it in dally-cm-failover:
+the run, and the campaign, never ended). explore stops such a run at its event cap and
+reports it as a failure of its own.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from emulator.run.explore import run_schedule
+from emulator.run.runaway import EVENTS_FACTOR, EVENTS_FLOOR, RUNAWAY, events_cap
+from tests.support.broken import HastyScheduler, RefusingCM, broken_cluster
+
+SCENARIO = """name = "hasty"
+duration = "1h"
+[system]
+kind = "{kind}"
+policy = "fifo"
+machines = 4
+gpus_per_machine = 4
+[system.workload]
+generator = "philly"
+philly = {{ arrivals = {{ rate_per_s = 0.01, num_jobs = 10 }} }}
+[invariants]
+enabled = ["allocation", "gang", "auction", "no-lost-workload", "progress"]
+"""
+
+
+def raw() -> dict[str, object]:
+    kind = broken_cluster("test-hasty", scheduler=HastyScheduler, cm=RefusingCM)
+    return tomllib.loads(SCENARIO.format(kind=kind))
+
+
+def test_a_run_past_its_event_cap_is_stopped_and_is_a_failure(tmp_path: Path) -> None:
+    free = run_schedule(raw(), None, 1, (), tmp_path / "free.db")
+    # Refused for 2 s (RefusingCM), re-sent at once: thousands of round trips.
+    assert free.failure is None and free.events > 15_000
+    capped = run_schedule(raw(), None, 1, (), tmp_path / "capped.db", events_max=10_000)
+    assert capped.status == RUNAWAY
+    assert capped.failure == (RUNAWAY, "over 10,000 events")
+    # Stopped at the first check past the cap (the kernel calls it every 2,000 events).
+    assert 10_000 < capped.events <= 12_000 < free.events
+
+
+def test_the_cap_is_many_first_runs_and_never_small() -> None:
+    assert events_cap(10) == EVENTS_FLOOR
+    assert events_cap(EVENTS_FLOOR) == EVENTS_FACTOR * EVENTS_FLOOR
