@@ -237,6 +237,12 @@ class ClusterScheduler(LeaseHolder):
         if msg.ok:
             await self._began(a, self.now_us)
             return
+        if (started := await self._started_row(a)) is not None:
+            # A refusal does not prove it never started: its CM's ok may have been
+            # lost, a later leader refusing the resent plan (`gang` otherwise).
+            self.decision("cluster.started-unheard", {"job": a.job_id})
+            await self._began(a, started.started_us or self.now_us)
+            return
         self.decision("cluster.plan-refused", {"job": a.job_id, "why": msg.reason})
         await self._back_to_queue(a, kick=False)
         self.set_timer(self.params.refused_retry, _Retry())

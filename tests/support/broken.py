@@ -302,3 +302,22 @@ class HastyScheduler(ClusterScheduler):
     async def on_start(self) -> None:
         self.params = msgspec.structs.replace(self.params, refused_retry=Duration(0))
         await super().on_start()
+
+
+class TwicePlanningScheduler(ClusterScheduler):
+    """Sends every plan twice: a resend whose first copy's ack was lost."""
+
+    def send_reliably(self, dst: str, msg: Any) -> None:
+        super().send_reliably(dst, msg)
+        if isinstance(msg, ExecutePlan):
+            super().send_reliably(dst, msg)
+
+
+class LostOkCM(ClusterManager):
+    """Answers every plan it started with a refusal: its ok lost, and a later leader
+    refusing the resent plan (as CMs did) as a job already running there."""
+
+    def send_reliably(self, dst: str, msg: Any) -> None:
+        if isinstance(msg, PlanResult) and msg.ok:
+            msg = msgspec.structs.replace(msg, ok=False, reason="job already running here")
+        super().send_reliably(dst, msg)

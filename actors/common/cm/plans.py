@@ -92,6 +92,11 @@ class Plans:
         if any(p.msg == msg for p in self.pending):
             return  # resent to a CM that took it up from the store: it waits already
         if key in cm.running:
+            if cm.running[key].auction_id == msg.auction_id:
+                # This very plan, resent (its ack lost) to a CM that started it,
+                # perhaps a new leader: it started, whatever became of that answer.
+                self._result(msg, True, "")
+                return
             self._result(msg, False, "job already running here")
             return
         if not cm.ledger.transit.isdisjoint([*(h for h, _ in msg.gpus), *msg.cpu_hosts]):
