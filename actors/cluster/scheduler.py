@@ -488,6 +488,7 @@ class ClusterScheduler(LeaseHolder):
                 reason=reason,
                 checkpoint=checkpoint,
                 rms_epoch=self._epoch(),
+                auction_id=a.dispatch,
             ),
         )
 

@@ -88,7 +88,10 @@ class StopJob(Msg):
 
     The CM ignores an order whose `rms_epoch` is older than the RMS role's
     current lease: a deposed RMS's memory is stale (the job may run again for
-    a later dispatch), and its successor stops what still has to stop.
+    a later dispatch), and its successor stops what still has to stop. It also
+    ignores an order for another dispatch (`auction_id`) than the one its job
+    runs or waits under: an order resent across failovers may arrive once the
+    job was dispatched again.
     """
 
     workload_id: str
@@ -96,6 +99,7 @@ class StopJob(Msg):
     reason: EndReason
     checkpoint: bool
     rms_epoch: int
+    auction_id: int = 0  # the dispatch whose attempt to stop (0: whichever runs)
 
 
 class JobEnded(Msg):

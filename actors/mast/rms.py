@@ -27,6 +27,7 @@ its machines.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -154,16 +155,14 @@ class RegionalScheduler(LeaseHolder):
                     self._report(entry.auction_id, entry.id, True, "")
                 else:
                     self.live[entry.id] = Live(entry.auction_id, live, ending="aborted")
-                    for job, cluster in sorted(live.items()):
-                        self._stop(entry.id, job, cluster, "aborted", checkpoint=False)
+                    self._stop(entry.id, entry.auction_id, live, "aborted", checkpoint=False)
             elif live and any(state == "STOPPED" for _, state in jobs.values()):
                 # A job of the running gang ended unseen, or its end was heard by a
                 # leader whose stop orders for the rest died with it (or are now
                 # stale): stop the rest. Why it ended is not in the store; saving
                 # the others' progress costs a checkpoint and loses nothing.
                 self.live[entry.id] = Live(entry.auction_id, live, ending="failed")
-                for job, cluster in sorted(live.items()):
-                    self._stop(entry.id, job, cluster, "failed", checkpoint=True)
+                self._stop(entry.id, entry.auction_id, live, "failed", checkpoint=True)
             elif live:
                 # Seeded bug `rms-rebuild-forgets-running`: a new leader adopts no
                 # running workload, so their ends go unheard.
@@ -462,7 +461,8 @@ class RegionalScheduler(LeaseHolder):
                 # this RMS): the workload ends only once it has stopped too.
                 live.clusters[msg.job] = msg.cluster
             if msg.ok:  # a job started for a dispatch already given up: stop it
-                self._stop(msg.workload_id, msg.job, msg.cluster, "aborted", checkpoint=False)
+                stray = {msg.job: msg.cluster}
+                self._stop(msg.workload_id, msg.auction_id, stray, "aborted", checkpoint=False)
             return
         d.results[msg.job] = msg.ok
         if len(d.results) == len(d.plan.jobs):
@@ -506,8 +506,7 @@ class RegionalScheduler(LeaseHolder):
             self._report(auction_id, d.workload_id, False, f"refused or ended: {failed}")
             return
         self.live[d.workload_id] = Live(auction_id, started, ending="aborted")
-        for job, cluster in sorted(started.items()):
-            self._stop(d.workload_id, job, cluster, "aborted", checkpoint=False)
+        self._stop(d.workload_id, auction_id, started, "aborted", checkpoint=False)
 
     def _report(self, auction_id: int, workload_id: str, ok: bool, reason: str) -> None:
         self.send_reliably(
@@ -522,20 +521,27 @@ class RegionalScheduler(LeaseHolder):
         )
 
     def _stop(
-        self, workload_id: str, job: str, cluster: str, reason: EndReason, *, checkpoint: bool
+        self,
+        workload_id: str,
+        auction_id: int,
+        jobs: Mapping[str, str],
+        reason: EndReason,
+        *,
+        checkpoint: bool,
     ) -> None:
+        """Order the CMs to stop these jobs (job → cluster) of the workload's dispatch."""
         # Epoch 0 from an instance that does not lead: no CM acts on it.
         epoch = self.fence.epoch if self.fence is not None else 0
-        self.send_reliably(
-            f"cm/{cluster}",
-            StopJob(
+        for job, cluster in sorted(jobs.items()):
+            order = StopJob(
                 workload_id=workload_id,
                 job=job,
                 reason=reason,
                 checkpoint=checkpoint,
                 rms_epoch=epoch,
-            ),
-        )
+                auction_id=auction_id,
+            )
+            self.send_reliably(f"cm/{cluster}", order)
 
     # ---- running workloads -----------------------------------------------------------------
     @on(JobEnded)
@@ -570,10 +576,8 @@ class RegionalScheduler(LeaseHolder):
         if msg.reason != "done" and live.ending is None:
             # One job of a gang is gone: the rest of the workload stops too.
             live.ending = msg.reason
-            for job, cluster in sorted(live.clusters.items()):
-                self._stop(
-                    msg.workload_id, job, cluster, msg.reason, checkpoint=msg.reason == "preempted"
-                )
+            ckpt = msg.reason == "preempted"
+            self._stop(msg.workload_id, live.auction_id, live.clusters, msg.reason, checkpoint=ckpt)
         # Seeded bug `rms-ends-before-gang-stops`: report the workload ended as soon
         # as one job of it did not finish, while the rest of its gang still runs.
         early = live.ending is not None and self.bug("rms-ends-before-gang-stops")

@@ -29,7 +29,9 @@ from tests.support.rundb import trace_events
 from tests.support.trace import decisions, store_events
 
 
-def story(tmp_path: Path, order_epoch: int) -> tuple[RunResult, list[TraceEvent]]:
+def story(
+    tmp_path: Path, order_epoch: int, auction_id: int = 0
+) -> tuple[RunResult, list[TraceEvent]]:
     raw: dict[str, Any] = scenario(
         [workload("J", "lo", 0, job(gpus=32, work=50 * MIN))], regions=("east",), duration="2h"
     )
@@ -38,7 +40,12 @@ def story(tmp_path: Path, order_epoch: int) -> tuple[RunResult, list[TraceEvent]
     text = msgspec.json.encode(raw).decode()
     plan = plan_run(convert_scenario(raw, "scripted"), text, "scripted")
     order = StopJob(
-        workload_id="J", job="trainer", reason="preempted", checkpoint=True, rms_epoch=order_epoch
+        workload_id="J",
+        job="trainer",
+        reason="preempted",
+        checkpoint=True,
+        rms_epoch=order_epoch,
+        auction_id=auction_id,
     )
 
     def arm(kernel: Kernel) -> None:
@@ -75,6 +82,22 @@ def test_a_stop_order_of_the_current_rms_stops_the_job(tmp_path: Path) -> None:
     assert [(e.t_us, e.state) for e in stop] == [(20 * MIN, "CHECKPOINTING")]
     released = [e.t_us for e in store_events(events, "fleet.release", "J") if e.result]
     assert released and released[0] < 21 * MIN
+
+
+def test_a_stop_order_for_another_dispatch_leaves_the_job_running(tmp_path: Path) -> None:
+    # The current leader's order, resent across failovers, names the dispatch of
+    # an earlier attempt: J runs under another, which the order must not stop.
+    result, events = story(tmp_path, order_epoch=2, auction_id=999)
+    assert result.violations == []
+    (ignored,) = decisions(events, "cm.ignore")
+    assert "stop order for dispatch 999" in ignored["why"]
+    assert [e.state for e in store_events(events, "fleet.state", "J")] == ["RUNNING"]
+    assert states(result) == {"J": ("DONE", 0)}
+    # Named right, the same order stops it.
+    (award,) = store_events(events, "queue.award", "J")
+    _, events = story(tmp_path / "named", order_epoch=2, auction_id=award.auction_id)
+    assert decisions(events, "cm.ignore") == []
+    assert "CHECKPOINTING" in [e.state for e in store_events(events, "fleet.state", "J")]
 
 
 def test_a_new_rms_leader_stops_the_rest_of_a_gang_that_lost_a_job_unseen(

@@ -245,9 +245,15 @@ class ClusterManager(LeaseHolder):
         if stale:
             self.decision("cm.ignore", {"workload": key[0], "job": key[1], "why": stale})
             return
-        await self.plans.withdraw(key, msg.reason)
-        if key in self.running:
-            await self.stop(key, msg.reason, checkpoint=msg.checkpoint)
+        await self.plans.withdraw(key, msg.reason, msg.auction_id)
+        job = self.running.get(key)
+        if job is None:
+            return
+        if msg.auction_id and job.auction_id and job.auction_id != msg.auction_id:
+            why = f"stop order for dispatch {msg.auction_id}, running {job.auction_id}"
+            self.decision("cm.ignore", {"workload": key[0], "job": key[1], "why": why})
+            return
+        await self.stop(key, msg.reason, checkpoint=msg.checkpoint)
 
     @on(AgentStopped)
     async def stopped(self, msg: AgentStopped) -> None:

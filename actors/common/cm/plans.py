@@ -144,10 +144,15 @@ class Plans:
         if stored:
             await self.start_ready()
 
-    async def withdraw(self, key: tuple[str, str], reason: EndReason) -> None:
-        """Drop the waiting plans of a job its RMS stopped, and report it ended."""
+    async def withdraw(self, key: tuple[str, str], reason: EndReason, auction_id: int = 0) -> None:
+        """Drop the waiting plans of a job its RMS stopped (those of `auction_id`, if
+        given), and report it ended."""
         cm = self.cm
-        for plan in [p for p in self.pending if (p.msg.workload_id, p.msg.job.name) == key]:
+        for plan in [
+            p
+            for p in self.pending
+            if (p.msg.workload_id, p.msg.job.name) == key and auction_id in (0, p.msg.auction_id)
+        ]:
             self.pending.remove(plan)
             await self._forget(plan)
             cm.send_reliably(
