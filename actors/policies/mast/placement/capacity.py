@@ -348,13 +348,16 @@ class ClusterIndex:
         if cpu_units:
             ix.cpu_free = self.cpu_free.with_changes({h: n > 0 for h, n in cpu_units.items()})
             ix.cpu_pool = self.cpu_pool.with_units(cpu_units, racks)
-        ix.keys, ix.scan = keys, scan
-        for job in added:
+        new = list(added)
+        if new and keys is self.keys:
+            keys, scan = list(keys), list(scan)  # this index's lists stay as they are
+        for job in new:
             key = _scan_key(job)
             # After every equal key, as a job appended to the running list sorts.
-            at = bisect_right(ix.keys, key)
-            ix.keys = [*ix.keys[:at], key, *ix.keys[at:]]
-            ix.scan = [*ix.scan[:at], ix.candidate(job), *ix.scan[at:]]
+            at = bisect_right(keys, key)
+            keys.insert(at, key)
+            scan.insert(at, ix.candidate(job))
+        ix.keys, ix.scan = keys, scan
         return ix
 
 
