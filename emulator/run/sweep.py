@@ -44,6 +44,7 @@ from emulator.run.pools import (
     ship_db,
     worker_tempdir,
 )
+from emulator.run.runaway import RUNAWAY, EventCap, events_cap
 from emulator.run.runner import check_replaceable, execute, plan_run, remove_run_files
 from emulator.run.scenario import Scenario, decode_scenario, resolve_scenario
 from emulator.sometimes import (
@@ -81,6 +82,7 @@ class SeedRun:
     db: str | None = None  # where the run database was kept (failing runs only)
     # Every sometimes property of the run's system with how often it was reached.
     reached: tuple[tuple[str, int], ...] = ()
+    events: int = 0  # the kernel's (the sweep's first seed sets the runaway cap)
 
     @property
     def failed(self) -> bool:
@@ -207,10 +209,16 @@ def _resolve(ref: str | ScenarioRef) -> tuple[Scenario, str, str]:
     return resolve_scenario(ref)
 
 
-def run_seed(ref: str | ScenarioRef, seed: int, workdir: str) -> SeedRun:
-    """Run `ref` with `seed` as `mastemu run` does; delete the database unless it failed."""
+def run_seed(
+    ref: str | ScenarioRef, seed: int, workdir: str, events_max: int | None = None
+) -> SeedRun:
+    """Run `ref` with `seed` as `mastemu run` does; delete the database unless it failed.
+
+    A run past `events_max` events is stopped there (`emulator.run.runaway`).
+    """
     import asyncio
 
+    cap = EventCap(events_max)
     wall0 = time.perf_counter()
     out = Path(workdir) / f"seed-{seed}.db"
     try:
@@ -219,7 +227,14 @@ def run_seed(ref: str | ScenarioRef, seed: int, workdir: str) -> SeedRun:
         found = Tally(system_kind(scenario.system))
         watch = LivenessWatch()
         result = asyncio.run(
-            execute(plan, seed=seed, out=out, on_kernel=found.attach, on_setup=watch.attach)
+            execute(
+                plan,
+                seed=seed,
+                out=out,
+                progress=cap.check,
+                on_kernel=found.attach,
+                on_setup=watch.attach,
+            )
         )
     except Exception as error:  # a bug of ours: reported, not raised through the sweep
         return SeedRun(
@@ -231,7 +246,10 @@ def run_seed(ref: str | ScenarioRef, seed: int, workdir: str) -> SeedRun:
         )
     status = result.status
     error = None
-    if status == "error":
+    if cap.tripped_at_us is not None:
+        status = INTERNAL_ERROR
+        error = f"{RUNAWAY}: {cap.detail()} by {format_us(cap.tripped_at_us)} (a livelock?)"
+    elif status == "error":
         first = failing_errors(result.actor_errors, scenario.invariants.tolerate_errors)[0]
         status = INTERNAL_ERROR
         error = f"actor {first.describe()} (#{first.seq}, {format_us(first.t_us)})"
@@ -252,13 +270,14 @@ def run_seed(ref: str | ScenarioRef, seed: int, workdir: str) -> SeedRun:
         time.perf_counter() - wall0,
         str(out) if status != "ok" else None,
         tuple(found.counts.items()),
+        result.events,
     )
 
 
-def run_seed_shipped(ref: ScenarioRef, seed: int) -> Shipped:
+def run_seed_shipped(ref: ScenarioRef, seed: int, events_max: int | None = None) -> Shipped:
     """`run_seed` on a Dask worker: its own scratch folder, a failing database shipped back."""
     with worker_tempdir() as workdir:
-        run = run_seed(ref, seed, workdir)
+        run = run_seed(ref, seed, workdir, events_max)
         files = ship_db(Path(run.db)) if run.db is not None else {}
     return Shipped(outcome=replace(run, db=None), files=files)
 
@@ -296,6 +315,7 @@ def sweep(
     plan_run(scenario, text, source)  # bad input fails here, once, not in every worker
     result = SweepResult(scenario.name, ref, system=system_kind(scenario.system))
     wall0 = time.perf_counter()
+    cap: list[int | None] = [None]  # set by the first seed, clean (`in_order`)
     with (
         tempfile.TemporaryDirectory(prefix="mastemu-sweep-") as workdir,
         contextlib.ExitStack() as stack,
@@ -308,7 +328,7 @@ def sweep(
             stack.callback(pool.shutdown, wait=True, cancel_futures=True)
 
             def submit(seed: int) -> Future[Any]:
-                return pool.submit(run_seed, ref, seed, workdir)
+                return pool.submit(run_seed, ref, seed, workdir, cap[0])
 
             land: Callable[[Any], SeedRun] = _identity
         else:
@@ -317,7 +337,7 @@ def sweep(
             shipped = scenario_ref(ref, text, source)
 
             def submit(seed: int) -> Future[Any]:
-                return dask.executor.submit(run_seed_shipped, shipped, seed)
+                return dask.executor.submit(run_seed_shipped, shipped, seed, cap[0])
 
             def land(value: Any) -> SeedRun:
                 run: SeedRun = value.outcome
@@ -326,7 +346,7 @@ def sweep(
                 db = land_db(value.files, Path(workdir), f"seed-{run.seed}.db")
                 return replace(run, db=str(db))
 
-        for run in _in_order(submit, land, seeds, jobs):
+        for run in in_order(submit, land, seeds, jobs, cap):
             if run.db is not None:
                 run = _keep(run, Path(run.db), keep_dir / f"{scenario.name}-{run.seed}.db")
             result.runs.append(run)
@@ -340,13 +360,25 @@ def _identity(run: SeedRun) -> SeedRun:
     return run
 
 
-def _in_order(
+def in_order(
     submit: Callable[[int], Future[Any]],
     land: Callable[[Any], SeedRun],
     seeds: range,
     jobs: int,
+    cap: list[int | None],
 ) -> Iterator[SeedRun]:
-    """Keep `jobs` seeds running; yield outcomes in seed order as they become known."""
+    """Keep `jobs` seeds running; yield outcomes in seed order as they become known.
+
+    The first seed runs alone: clean, its events set `cap[0]`, the most a later
+    seed's run may handle (`emulator.run.runaway`), the same on every machine.
+    """
+    if not seeds:
+        return
+    first = _outcome(seeds[0], submit(seeds[0]), land)
+    if first.status == "ok":
+        cap[0] = events_cap(first.events)
+    yield first
+    seeds = seeds[1:]
     waiting = iter(seeds)
     running: dict[Future[SeedRun], int] = {}
     done: dict[int, SeedRun] = {}

@@ -9,10 +9,13 @@ reports it as a failure of its own.
 from __future__ import annotations
 
 import tomllib
+from concurrent.futures import Future
 from pathlib import Path
 
 from emulator.run.explore import run_schedule
+from emulator.run.failures import INTERNAL_ERROR
 from emulator.run.runaway import EVENTS_FACTOR, EVENTS_FLOOR, RUNAWAY, events_cap
+from emulator.run.sweep import SeedRun, in_order, run_seed
 from tests.support.broken import HastyScheduler, RefusingCM, broken_cluster
 
 SCENARIO = """name = "hasty"
@@ -49,3 +52,25 @@ def test_a_run_past_its_event_cap_is_stopped_and_is_a_failure(tmp_path: Path) ->
 def test_the_cap_is_many_first_runs_and_never_small() -> None:
     assert events_cap(10) == EVENTS_FLOOR
     assert events_cap(EVENTS_FLOOR) == EVENTS_FACTOR * EVENTS_FLOOR
+
+
+def test_a_sweep_fails_a_seed_past_the_cap_its_first_seed_set(tmp_path: Path) -> None:
+    kind = broken_cluster("test-hasty", scheduler=HastyScheduler, cm=RefusingCM)
+    scenario = tmp_path / "hasty.toml"
+    scenario.write_text(SCENARIO.format(kind=kind))
+    ran = run_seed(str(scenario), 1, str(tmp_path), events_max=10_000)
+    assert ran.status == INTERNAL_ERROR and ran.error is not None
+    assert ran.error.startswith("runaway: over 10,000 events by ")
+    # The first seed runs alone; clean, its events set the cap of the others.
+    submitted: list[tuple[int, int | None]] = []
+    cap: list[int | None] = [None]
+
+    def submit(seed: int) -> Future[SeedRun]:
+        submitted.append((seed, cap[0]))
+        done: Future[SeedRun] = Future()
+        done.set_result(SeedRun(seed, "ok", events=30_000))
+        return done
+
+    runs = list(in_order(submit, lambda run: run, range(1, 4), 2, cap))
+    assert [r.seed for r in runs] == [1, 2, 3]
+    assert submitted == [(1, None), (2, events_cap(30_000)), (3, events_cap(30_000))]
