@@ -228,6 +228,26 @@ def broken_cluster(kind: str, **classes: Any) -> str:
     return kind
 
 
+# Cluster jobs on four 4-GPU machines for an hour (format `kind`, `policy`, `jobs`):
+# the small world where a broken scheduler or CM of a test meets its peer.
+SMALL_CLUSTER_TEMPLATE = """name = "small-cluster"
+duration = "1h"
+[system]
+kind = "{kind}"
+policy = "{policy}"
+machines = 4
+gpus_per_machine = 4
+[system.workload]
+generator = "philly"
+philly = {{{{ arrivals = {{{{ rate_per_s = 0.01, num_jobs = {jobs} }}}} }}}}
+[invariants]
+enabled = ["allocation", "gang", "auction", "no-lost-workload", "progress"]
+stop_on_violation = true
+"""
+# Ten fifo jobs (format `kind`).
+SMALL_CLUSTER = SMALL_CLUSTER_TEMPLATE.format(kind="{kind}", policy="fifo", jobs=10)
+
+
 # One cluster job whose agent is paused across its offers (format `kind`): a
 # scheduler that waits for an arrival or an end after a timed-out offer never
 # runs it.

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.liveness import judge_liveness
-from tests.support.broken import RefusingCM, broken_cluster
+from tests.support.broken import SMALL_CLUSTER, RefusingCM, broken_cluster
 from tests.support.builtin import raw_builtin, run_raw
 from tests.support.trace import decision_events, decisions
 
@@ -40,21 +40,6 @@ FAULTS: list[dict[str, Any]] = [
     {"action": "pause", "at": "2h34m20.790027s", "target": CM, "duration": "21.719145s"},
     {"action": "pause", "at": "2h34m54.499421s", "target": CM, "duration": "13m20.590158s"},
 ]
-
-REFUSING = """name = "refusing"
-duration = "1h"
-[system]
-kind = "{kind}"
-policy = "fifo"
-machines = 4
-gpus_per_machine = 4
-[system.workload]
-generator = "philly"
-philly = {{ arrivals = {{ rate_per_s = 0.01, num_jobs = 10 }} }}
-[invariants]
-enabled = ["allocation", "gang", "auction", "no-lost-workload", "progress"]
-stop_on_violation = true
-"""
 
 
 def found(tmp_path: Path, duration: str) -> tuple[Any, list[Any]]:
@@ -90,7 +75,7 @@ def test_a_refused_plan_is_retried_after_a_while_not_at_once(tmp_path: Path) -> 
     # A CM refuses every plan for 2 s: re-sent at once, each plan came back
     # refused every network round trip, thousands of times.
     kind = broken_cluster("test-refusing-cm", cm=RefusingCM)
-    raw = tomllib.loads(REFUSING.format(kind=kind))
+    raw = tomllib.loads(SMALL_CLUSTER.format(kind=kind))
     result, events = run_raw(raw, tmp_path / "run.db")
     assert result.status == "ok" and result.violations == []
     refused = decision_events(events, "cluster.plan-refused")

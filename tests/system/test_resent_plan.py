@@ -15,24 +15,9 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from tests.support.broken import LostOkCM, TwicePlanningScheduler, broken_cluster
+from tests.support.broken import SMALL_CLUSTER, LostOkCM, TwicePlanningScheduler, broken_cluster
 from tests.support.builtin import raw_builtin, run_raw
 from tests.support.trace import decisions, events_of
-
-SMALL = """name = "resent-plans"
-duration = "1h"
-[system]
-kind = "{kind}"
-policy = "fifo"
-machines = 4
-gpus_per_machine = 4
-[system.workload]
-generator = "philly"
-philly = {{ arrivals = {{ rate_per_s = 0.01, num_jobs = 10 }} }}
-[invariants]
-enabled = ["allocation", "gang", "auction", "no-lost-workload", "progress"]
-stop_on_violation = true
-"""
 
 
 def test_the_found_schedule_keeps_the_gang(tmp_path: Path) -> None:
@@ -72,7 +57,7 @@ def test_the_found_schedule_keeps_the_gang(tmp_path: Path) -> None:
 
 def test_a_cm_answers_a_resent_plan_it_runs_with_ok(tmp_path: Path) -> None:
     kind = broken_cluster("test-twice-planning", scheduler=TwicePlanningScheduler)
-    result, events = run_raw(tomllib.loads(SMALL.format(kind=kind)), tmp_path / "run.db")
+    result, events = run_raw(tomllib.loads(SMALL_CLUSTER.format(kind=kind)), tmp_path / "run.db")
     assert result.status == "ok" and result.violations == []
     answers = [e.msg["msg"] for e in events_of(events, "deliver", "PlanResult")]
     assert len(answers) >= 20 and all(a["ok"] for a in answers)  # two per plan
@@ -80,7 +65,7 @@ def test_a_cm_answers_a_resent_plan_it_runs_with_ok(tmp_path: Path) -> None:
 
 def test_a_refused_scheduler_asks_the_store_before_requeueing(tmp_path: Path) -> None:
     kind = broken_cluster("test-lost-ok", cm=LostOkCM)
-    result, events = run_raw(tomllib.loads(SMALL.format(kind=kind)), tmp_path / "run.db")
+    result, events = run_raw(tomllib.loads(SMALL_CLUSTER.format(kind=kind)), tmp_path / "run.db")
     assert result.status == "ok" and result.violations == []
     assert decisions(events, "cluster.plan-refused") == []
     assert len(decisions(events, "cluster.started-unheard")) == 10  # every job, once

@@ -16,26 +16,12 @@ from emulator.run.explore import run_schedule
 from emulator.run.failures import INTERNAL_ERROR
 from emulator.run.runaway import EVENTS_FACTOR, EVENTS_FLOOR, RUNAWAY, events_cap
 from emulator.run.sweep import SeedRun, in_order, run_seed
-from tests.support.broken import HastyScheduler, RefusingCM, broken_cluster
-
-SCENARIO = """name = "hasty"
-duration = "1h"
-[system]
-kind = "{kind}"
-policy = "fifo"
-machines = 4
-gpus_per_machine = 4
-[system.workload]
-generator = "philly"
-philly = {{ arrivals = {{ rate_per_s = 0.01, num_jobs = 10 }} }}
-[invariants]
-enabled = ["allocation", "gang", "auction", "no-lost-workload", "progress"]
-"""
+from tests.support.broken import SMALL_CLUSTER, HastyScheduler, RefusingCM, broken_cluster
 
 
 def raw() -> dict[str, object]:
     kind = broken_cluster("test-hasty", scheduler=HastyScheduler, cm=RefusingCM)
-    return tomllib.loads(SCENARIO.format(kind=kind))
+    return tomllib.loads(SMALL_CLUSTER.format(kind=kind))
 
 
 def test_a_run_past_its_event_cap_is_stopped_and_is_a_failure(tmp_path: Path) -> None:
@@ -57,7 +43,7 @@ def test_the_cap_is_many_first_runs_and_never_small() -> None:
 def test_a_sweep_fails_a_seed_past_the_cap_its_first_seed_set(tmp_path: Path) -> None:
     kind = broken_cluster("test-hasty", scheduler=HastyScheduler, cm=RefusingCM)
     scenario = tmp_path / "hasty.toml"
-    scenario.write_text(SCENARIO.format(kind=kind))
+    scenario.write_text(SMALL_CLUSTER.format(kind=kind))
     ran = run_seed(str(scenario), 1, str(tmp_path), events_max=10_000)
     assert ran.status == INTERNAL_ERROR and ran.error is not None
     assert ran.error.startswith("runaway: over 10,000 events by ")

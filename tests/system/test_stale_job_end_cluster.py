@@ -14,24 +14,12 @@ import tomllib
 from pathlib import Path
 
 from emulator.sometimes import tally
-from tests.support.broken import LateEndsCM, broken_cluster
+from tests.support.broken import SMALL_CLUSTER_TEMPLATE, LateEndsCM, broken_cluster
 from tests.support.builtin import run_raw
 from tests.support.trace import decision_events, store_events
 
-SCENARIO = """name = "late-ends"
-duration = "1h"
-[system]
-kind = "{kind}"
-policy = "tiresias-las"
-machines = 4
-gpus_per_machine = 4
-[system.workload]
-generator = "philly"
-philly = {{ arrivals = {{ rate_per_s = 0.01, num_jobs = 40 }} }}
-[invariants]
-enabled = ["allocation", "gang", "auction", "no-lost-workload", "progress"]
-stop_on_violation = true
-"""
+# Forty jobs under tiresias-las, which preempts (format `kind`).
+SCENARIO = SMALL_CLUSTER_TEMPLATE.format(kind="{kind}", policy="tiresias-las", jobs=40)
 
 
 def test_a_late_end_of_a_preempted_attempt_leaves_the_running_attempt_alone(
