@@ -70,10 +70,12 @@ class JobAccount(msgspec.Struct, kw_only=True):
     # them is free — when it begins (`claims_for`).
     claims: tuple[Claim, ...] = ()
     begins_us: int | None = None
-    # A run preempted before its start was heard: the claims its dispatch had.
-    # Until those victims have stopped, their GPUs are the ones it stands in
-    # for (its CM may never have started it), so a start counting on its GPUs
-    # names them as victims too (`plan_victims`).
+    # The claims the current run's dispatch had, kept once it began or was
+    # preempted before its start was heard: until the scheduler hears those
+    # victims' ends, their GPUs are the ones it stands in for (at its CM they
+    # are its own, or still the victims' if it never started), counted once
+    # (`claims_for`); a start counting on its GPUs names them as victims too
+    # (`plan_victims`).
     stand_in: tuple[Claim, ...] = ()
     next_slowdown: float = 1.0  # of that run's placement (the offer's, before its pace)
 
@@ -277,8 +279,9 @@ def claims_for(
         if a.begin_us is not None and a.state in ("running", "stopping"):
             for host, n in a.placement:
                 used[host] = used.get(host, 0) + n
-            # A stand-in's GPUs taken from its victims are theirs while they stop.
-            for victim, host, n in a.stand_in if a.state == "stopping" else ():
+            # The GPUs a run took (or will take) from victims still stopping are theirs
+            # as long as they are (`stand_in`): counted once.
+            for victim, host, n in a.stand_in:
                 if victim in stopping:
                     claimed[(victim, host)] = claimed.get((victim, host), 0) + n
                     used[host] = used.get(host, 0) - n
@@ -336,6 +339,64 @@ def plan_victims(accounts: Mapping[str, JobAccount], claims: Iterable[Claim]) ->
     return tuple(sorted(out))
 
 
+def hand_over(accounts: Mapping[str, JobAccount], ended: JobAccount) -> None:
+    """`ended`'s run is over (call before `close_run`): what other runs counted on or
+    took of its GPUs (`claims`, `stand_in`) is free now, or, where it stood in
+    for a victim still stopping, that victim's.
+
+    Left with a claim on a job no longer stopping, such a start would name no
+    victim, and its CM would refuse it while the victim still holds the GPU;
+    and once the job stopped again, in a later run, the stale claim would
+    count on that run's GPUs.
+    """
+    inherited: dict[str, list[list[Any]]] = {}  # host -> [[victim, GPUs not yet passed on]]
+    for victim, host, n in ended.stand_in:
+        v = accounts.get(victim)
+        if victim != ended.job_id and v is not None and v.state == "stopping":
+            inherited.setdefault(host, []).append([victim, n])
+
+    def passed_on(entries: tuple[Claim, ...]) -> tuple[Claim, ...]:
+        out: list[Claim] = []
+        for victim, host, n in entries:
+            if victim != ended.job_id:
+                out.append((victim, host, n))
+                continue
+            for entry in inherited.get(host, ()):
+                take = min(n, entry[1])
+                if take:
+                    out.append((entry[0], host, take))
+                    entry[1] -= take
+                    n -= take
+        return tuple(out)
+
+    for b in accounts.values():
+        if any(victim == ended.job_id for victim, _, _ in b.claims):
+            b.claims = passed_on(b.claims)
+        if b is not ended and any(victim == ended.job_id for victim, _, _ in b.stand_in):
+            b.stand_in = passed_on(b.stand_in)
+
+
+def preempt(a: JobAccount, now_us: int) -> Literal["none", "withdraw", "stop"]:
+    """The account after the policy preempted it at `now_us`; what the scheduler
+    must do: withdraw an offer, order a stop, or nothing (a stop goes on)."""
+    claims = a.claims
+    a.claims, a.begins_us = (), None  # a run not begun yet counts on nothing now
+    if a.state == "stopping":
+        a.deferred = None  # the held offer is withdrawn; the stop goes on
+        return "none"
+    if a.state == "offered":
+        # Not started yet: nothing to checkpoint.
+        a.state, a.placement = "waiting", ()
+        return "withdraw"
+    if a.begin_us is None:
+        # Dispatched, its start not heard yet (its CM slow): a start on its GPUs
+        # waits for its stop, and for its victims' on those it took from them
+        # (`claims_for`, `plan_victims`).
+        a.begin_us, a.stand_in = now_us, claims
+    a.state, a.stop_us = "stopping", now_us
+    return "stop"
+
+
 def close_run(a: JobAccount, now_us: int, saved_us: float, *, preempted: bool) -> None:
     """Add the run that ended at `now_us` (the CM reported it) to the job's times."""
     if a.state in ("running", "stopping") and a.begin_us is not None:
@@ -372,7 +433,10 @@ def requeue(a: JobAccount, now_us: int, *, preempted: bool, stop_us: int | None)
 def begin_run(a: JobAccount, begin_us: int) -> None:
     """Its CM started the dispatched job at `begin_us`: it runs (its wait ends there)."""
     a.state, a.begin_us = "running", begin_us
-    a.claims, a.begins_us = (), None  # its victims have stopped
+    # Its victims have let their GPUs go at its CM, but their ends may not be
+    # heard yet: until they are, the GPUs it took from them count once.
+    a.stand_in = a.claims
+    a.claims, a.begins_us = (), None
     a.queued_us += max(0, begin_us - a.ready_us)
     if a.first_start_us is None:
         a.first_start_us = begin_us

@@ -36,10 +36,12 @@ from actors.cluster.jobs import (
     begin_run,
     claims_for,
     close_run,
+    hand_over,
     merged,
     pace_for,
     plan_victims,
     policy_view,
+    preempt,
     recovered,
     requeue,
     view_of,
@@ -225,11 +227,9 @@ class ClusterScheduler(LeaseHolder):
         if a is None or a.dispatch != msg.auction_id:
             return
         if a.state == "stopping":
-            # Preempted before this answer: started, it stands in for no victim now.
-            # Refused, perhaps by a new CM leader while its old one had started it.
-            if msg.ok:
-                a.stand_in = ()
-            else:
+            # Preempted before this answer: started, its stop brings its end. Refused,
+            # perhaps by a new CM leader while its old one had started it: the store says.
+            if not msg.ok:
                 await self._end_if_unstarted(a)
             return
         if a.state != "dispatching":
@@ -319,6 +319,7 @@ class ClusterScheduler(LeaseHolder):
                 queue.transition, job_id, ("DISPATCHING", "RUNNING"), "DONE", now, a.dispatch
             ):
                 return
+            hand_over(self.accounts, a)
             close_run(a, now, float(t.duration_us), preempted=False)
             a.state, a.finish_us = "done", now
             self.finished.append(view_of(a, t, now, ()))
@@ -335,6 +336,7 @@ class ClusterScheduler(LeaseHolder):
                 preempted,
             ):
                 return
+            hand_over(self.accounts, a)
             held_offer = (a.claims, a.begins_us)  # of the deferred start, if any
             stop_us = a.stop_us
             close_run(a, now, saved, preempted=preempted)
@@ -456,28 +458,16 @@ class ClusterScheduler(LeaseHolder):
             self.wake_timer = self.set_timer(at - self.now_us, _Wake(at))
 
     async def _preempt(self, a: JobAccount) -> None:
-        claims = a.claims
-        a.claims, a.begins_us = (), None  # a run not begun yet counts on nothing now
-        if a.state == "stopping":
-            a.deferred = None  # the held offer is withdrawn; the stop goes on
-            return
-        if a.state == "offered":
-            # Not started yet: withdraw the offer, nothing to checkpoint.
+        order = preempt(a, self.now_us)
+        if order == "withdraw":
             self.offers.pop(a.job_id, None)
-            a.state, a.placement = "waiting", ()
-            return
-        if a.begin_us is None:
-            # Dispatched, its start not heard yet (its CM slow): a start on its GPUs
-            # waits for its stop, and for its victims' on those it took from them
-            # (`claims_for`, `plan_victims`).
-            a.begin_us, a.stand_in = self.now_us, claims
-        a.state, a.stop_us = "stopping", self.now_us
-        await self._save(a)
-        # Always with a checkpoint: without preemption costs it is free (the
-        # run's pace has `checkpoint_us` 0), not skipped. A stop without one
-        # would send the job back to its last checkpoint, and a preempted job
-        # keeps its progress in the engine and in the peers' simulators.
-        self._stop(a, "preempted", checkpoint=True)
+        elif order == "stop":
+            await self._save(a)
+            # Always with a checkpoint: without preemption costs it is free (the
+            # run's pace has `checkpoint_us` 0), not skipped. A stop without one
+            # would send the job back to its last checkpoint, and a preempted job
+            # keeps its progress in the engine and in the peers' simulators.
+            self._stop(a, "preempted", checkpoint=True)
 
     def _stop(self, a: JobAccount, reason: EndReason, *, checkpoint: bool) -> None:
         self.send_reliably(
