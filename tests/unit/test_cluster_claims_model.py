@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -159,9 +160,21 @@ def actions(accounts: dict[str, JobAccount], cm: CM, now: int) -> list[tuple[str
     return out
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_the_claims_and_the_cm_agree(data: st.DataObject) -> None:
+    run_model(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=5_000, deadline=None)
+@given(st.data())
+def test_the_claims_and_the_cm_agree_at_length(data: st.DataObject) -> None:
+    run_model(data)
+
+
+def run_model(data: st.DataObject) -> None:
+    """Up to 40 steps drawn among those that can happen next, checked after each."""
     accounts = {j: JobAccount(job_id=j, state="waiting") for j in TRACE}
     cm = CM()
     now = 0
