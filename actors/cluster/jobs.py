@@ -339,7 +339,7 @@ def plan_victims(accounts: Mapping[str, JobAccount], claims: Iterable[Claim]) ->
     return tuple(sorted(out))
 
 
-def hand_over(accounts: Mapping[str, JobAccount], ended: JobAccount) -> None:
+def hand_over(accounts: Mapping[str, JobAccount], ended: JobAccount) -> list[JobAccount]:
     """`ended`'s run is over (call before `close_run`): what other runs counted on or
     took of its GPUs (`claims`, `stand_in`) is free now, or, where it stood in
     for a victim still stopping, that victim's.
@@ -347,7 +347,7 @@ def hand_over(accounts: Mapping[str, JobAccount], ended: JobAccount) -> None:
     Left with a claim on a job no longer stopping, such a start would name no
     victim, and its CM would refuse it while the victim still holds the GPU;
     and once the job stopped again, in a later run, the stale claim would
-    count on that run's GPUs.
+    count on that run's GPUs. Returns the other accounts it changed (to be saved).
     """
     inherited: dict[str, list[list[Any]]] = {}  # host -> [[victim, GPUs not yet passed on]]
     for victim, host, n in ended.stand_in:
@@ -369,11 +369,16 @@ def hand_over(accounts: Mapping[str, JobAccount], ended: JobAccount) -> None:
                     n -= take
         return tuple(out)
 
+    changed = []
     for b in accounts.values():
+        before = (b.claims, b.stand_in)
         if any(victim == ended.job_id for victim, _, _ in b.claims):
             b.claims = passed_on(b.claims)
         if b is not ended and any(victim == ended.job_id for victim, _, _ in b.stand_in):
             b.stand_in = passed_on(b.stand_in)
+        if b is not ended and (b.claims, b.stand_in) != before:
+            changed.append(b)
+    return changed
 
 
 def preempt(a: JobAccount, now_us: int) -> Literal["none", "withdraw", "stop"]:
@@ -464,7 +469,7 @@ def recovered(a: JobAccount, t: TraceJob, entry: str | None, row: fleet.JobRow |
         if a.state == "future":
             a.queued_since_us = a.ready_us = t.submit_us
         a.state, a.deferred, a.placement = "waiting", None, ()
-        a.claims, a.begins_us = (), None
+        a.claims, a.begins_us, a.stand_in = (), None, ()
     elif entry == "DISPATCHING":
         if a.state == "stopping":
             # Preempted before its start was heard (`begin_us` set at the order):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.cluster.jobs import JobAccount, claims_for, plan_victims
+from actors.cluster.jobs import JobAccount, claims_for, hand_over, plan_victims
 from actors.common.messages import Pace
 from emulator.errors import ComponentBug
 
@@ -91,3 +91,23 @@ def test_plan_victims_follow_stand_ins(
     accounts["gone"] = account("gone", "waiting", 0)
     claims = tuple((v, HOST, 1) for v in chain)[:1]
     assert plan_victims(accounts, claims) == victims
+
+
+@pytest.mark.parametrize("field", ["claims", "stand_in"])
+@pytest.mark.parametrize(
+    ("v_state", "after"),
+    [
+        ("stopping", (("V", HOST, 1),)),  # J stood in for V, still stopping: V's GPU now
+        ("waiting", ()),  # V has stopped: the GPU J took is free once J's run ends
+    ],
+)
+def test_a_runs_end_hands_what_others_counted_on_over(
+    field: str, v_state: str, after: tuple[tuple[str, str, int], ...]
+) -> None:
+    # X counts on J's GPU: a start about to begin (`claims`), or one begun (`stand_in`).
+    accounts = world()
+    accounts["V"].state = v_state
+    accounts["X"] = account("X", "dispatching", 1, **{field: (("J", HOST, 1),)})
+    changed = hand_over(accounts, accounts["J"])
+    assert getattr(accounts["X"], field) == after
+    assert [b.job_id for b in changed] == ["X"]  # to be saved; R and V untouched
