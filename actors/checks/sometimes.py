@@ -199,7 +199,43 @@ def phase_name(now_us: int, last_failover_us: int | None, **flags: object) -> st
     return "+".join(sorted(on)) or "calm"
 
 
-class MastPhase:
+class _PhaseTracker:
+    """What MAST's and the cluster systems' phase trackers share: the time, the last
+    failover, the jobs saving a checkpoint; each adds its own flags (`_flags`)."""
+
+    def __init__(self) -> None:
+        self.checkpointing: set[tuple[str, str]] = set()  # (workload, job) stopping
+        self.last_failover_us: int | None = None
+        self.now_us = 0
+
+    def observe(self, event: TraceEvent) -> None:
+        self.now_us = event.t_us
+        if event.kind == "store":
+            args, result = event.payload
+            self._store(event.type, args, result)
+        elif event.kind == "decision":
+            payload: Any = event.payload
+            if event.type == "lease.leader" and payload.get("epoch", 1) > 1:
+                self.last_failover_us = event.t_us
+            else:
+                self._decision(event.type, payload)
+
+    def _store(self, type_: str, args: Any, result: Any) -> None:
+        raise NotImplementedError
+
+    def _decision(self, type_: str, payload: Any) -> None:
+        raise NotImplementedError
+
+    def _flags(self) -> dict[str, object]:
+        raise NotImplementedError
+
+    def phase(self) -> str:
+        return phase_name(
+            self.now_us, self.last_failover_us, checkpointing=self.checkpointing, **self._flags()
+        )
+
+
+class MastPhase(_PhaseTracker):
     """Which of MAST's delicate phases a run is in: what a fault may land inside.
 
     The phase is the sorted set of: `auction` (an auction is open), `copy` (a
@@ -211,66 +247,54 @@ class MastPhase:
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.auctions: set[int] = set()
         self.copies: set[int] = set()
         # Workload -> the victims (workload, job) its preempting dispatch waits
         # for: the phase lasts until every victim has released its machines
         # (its waiting jobs start then) or the dispatch fails.
         self.preempting: dict[str, set[tuple[str, str]]] = {}
-        self.checkpointing: set[tuple[str, str]] = set()  # (workload, job) stopping
         self.dark: set[str] = set()
-        self.last_failover_us: int | None = None
-        self.now_us = 0
 
-    def observe(self, event: TraceEvent) -> None:
-        self.now_us = event.t_us
-        if event.kind == "store":
-            args, result = event.payload
-            if event.type == "auction.open" and result is not None:
-                self.auctions.add(result)
-            elif event.type == "auction.close":
-                self.auctions.discard(args[0])
-            elif event.type == "migration.progress":
-                for copy_id, _, state in args[1]:
-                    (self.copies.discard if state in ("done", "cancelled") else self.copies.add)(
-                        copy_id
-                    )
-            elif event.type in ("migration.done", "migration.cancel"):
-                self.copies.discard(args[1])
-            elif track_checkpoints(self.checkpointing, event.type, args) is not None:
-                job = (args[2], args[3])
-                for workload in [w for w, victims in self.preempting.items() if job in victims]:
-                    self.preempting[workload].discard(job)
-                    if not self.preempting[workload]:
-                        del self.preempting[workload]
-            return
-        if event.kind != "decision":
-            return
-        payload: Any = event.payload
-        if event.type == "lease.leader" and payload.get("epoch", 1) > 1:
-            self.last_failover_us = event.t_us
-        elif event.type == "rms.dispatch" and payload.get("victims"):
+    def _store(self, type_: str, args: Any, result: Any) -> None:
+        if type_ == "auction.open" and result is not None:
+            self.auctions.add(result)
+        elif type_ == "auction.close":
+            self.auctions.discard(args[0])
+        elif type_ == "migration.progress":
+            for copy_id, _, state in args[1]:
+                (self.copies.discard if state in ("done", "cancelled") else self.copies.add)(
+                    copy_id
+                )
+        elif type_ in ("migration.done", "migration.cancel"):
+            self.copies.discard(args[1])
+        elif track_checkpoints(self.checkpointing, type_, args) is not None:
+            job = (args[2], args[3])
+            for workload in [w for w, victims in self.preempting.items() if job in victims]:
+                self.preempting[workload].discard(job)
+                if not self.preempting[workload]:
+                    del self.preempting[workload]
+
+    def _decision(self, type_: str, payload: Any) -> None:
+        if type_ == "rms.dispatch" and payload.get("victims"):
             self.preempting[payload["workload"]] = {(v[0], v[1]) for v in payload["victims"]}
-        elif event.type == "dispatch.failed":
+        elif type_ == "dispatch.failed":
             self.preempting.pop(payload.get("workload", ""), None)
-        elif event.type == "gms.region-lost":
+        elif type_ == "gms.region-lost":
             self.dark.add(payload["region"])
-        elif event.type == "auction.award":
+        elif type_ == "auction.award":
             self.dark.discard(payload["winner"])
 
-    def phase(self) -> str:
-        return phase_name(
-            self.now_us,
-            self.last_failover_us,
-            auction=self.auctions,
-            checkpointing=self.checkpointing,
-            copy=self.copies,
-            dark=self.dark,
-            preempting=self.preempting,
-        )
+    def _flags(self) -> dict[str, object]:
+        return {
+            "auction": self.auctions,
+            "copy": self.copies,
+            "dark": self.dark,
+            "preempting": self.preempting,
+        }
 
 
-class ClusterPhase:
+class ClusterPhase(_PhaseTracker):
     """Which of a cluster system's delicate phases a run is in (MastPhase's counterpart).
 
     The sorted set of: `dispatching` (a job awarded, its CM's start not yet
@@ -282,37 +306,22 @@ class ClusterPhase:
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.dispatching: set[str] = set()
         self.preempting: set[str] = set()
-        self.checkpointing: set[tuple[str, str]] = set()
-        self.last_failover_us: int | None = None
-        self.now_us = 0
 
-    def observe(self, event: TraceEvent) -> None:
-        self.now_us = event.t_us
-        if event.kind == "store":
-            args, result = event.payload
-            if event.type == "queue.award" and result and len(args) > 2:
-                self.dispatching.add(args[2])
-            elif event.type == "queue.transition" and result and len(args) > 2:
-                if args[2] != "DISPATCHING":
-                    self.dispatching.discard(args[0])
-            elif track_checkpoints(self.checkpointing, event.type, args) is not None:
-                self.preempting.discard(args[2])
-            return
-        if event.kind != "decision":
-            return
-        payload: Any = event.payload
-        if event.type == "lease.leader" and payload.get("epoch", 1) > 1:
-            self.last_failover_us = event.t_us
-        elif event.type == "cluster.decision":
+    def _store(self, type_: str, args: Any, result: Any) -> None:
+        if type_ == "queue.award" and result and len(args) > 2:
+            self.dispatching.add(args[2])
+        elif type_ == "queue.transition" and result and len(args) > 2:
+            if args[2] != "DISPATCHING":
+                self.dispatching.discard(args[0])
+        elif track_checkpoints(self.checkpointing, type_, args) is not None:
+            self.preempting.discard(args[2])
+
+    def _decision(self, type_: str, payload: Any) -> None:
+        if type_ == "cluster.decision":
             self.preempting.update(payload.get("preempt", ()))
 
-    def phase(self) -> str:
-        return phase_name(
-            self.now_us,
-            self.last_failover_us,
-            checkpointing=self.checkpointing,
-            dispatching=self.dispatching,
-            preempting=self.preempting,
-        )
+    def _flags(self) -> dict[str, object]:
+        return {"dispatching": self.dispatching, "preempting": self.preempting}

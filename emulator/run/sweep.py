@@ -315,7 +315,6 @@ def sweep(
     plan_run(scenario, text, source)  # bad input fails here, once, not in every worker
     result = SweepResult(scenario.name, ref, system=system_kind(scenario.system))
     wall0 = time.perf_counter()
-    cap: list[int | None] = [None]  # set by the first seed, clean (`in_order`)
     with (
         tempfile.TemporaryDirectory(prefix="mastemu-sweep-") as workdir,
         contextlib.ExitStack() as stack,
@@ -327,8 +326,8 @@ def sweep(
             # the workers get too) this returns as soon as those runs stop.
             stack.callback(pool.shutdown, wait=True, cancel_futures=True)
 
-            def submit(seed: int) -> Future[Any]:
-                return pool.submit(run_seed, ref, seed, workdir, cap[0])
+            def submit(seed: int, cap: int | None) -> Future[Any]:
+                return pool.submit(run_seed, ref, seed, workdir, cap)
 
             land: Callable[[Any], SeedRun] = _identity
         else:
@@ -336,8 +335,8 @@ def sweep(
             jobs = max(1, min(dask.slots, len(seeds)))
             shipped = scenario_ref(ref, text, source)
 
-            def submit(seed: int) -> Future[Any]:
-                return dask.executor.submit(run_seed_shipped, shipped, seed, cap[0])
+            def submit(seed: int, cap: int | None) -> Future[Any]:
+                return dask.executor.submit(run_seed_shipped, shipped, seed, cap)
 
             def land(value: Any) -> SeedRun:
                 run: SeedRun = value.outcome
@@ -346,7 +345,7 @@ def sweep(
                 db = land_db(value.files, Path(workdir), f"seed-{run.seed}.db")
                 return replace(run, db=str(db))
 
-        for run in in_order(submit, land, seeds, jobs, cap):
+        for run in in_order(submit, land, seeds, jobs):
             if run.db is not None:
                 run = _keep(run, Path(run.db), keep_dir / f"{scenario.name}-{run.seed}.db")
             result.runs.append(run)
@@ -361,22 +360,21 @@ def _identity(run: SeedRun) -> SeedRun:
 
 
 def in_order(
-    submit: Callable[[int], Future[Any]],
+    submit: Callable[[int, int | None], Future[Any]],
     land: Callable[[Any], SeedRun],
     seeds: range,
     jobs: int,
-    cap: list[int | None],
 ) -> Iterator[SeedRun]:
     """Keep `jobs` seeds running; yield outcomes in seed order as they become known.
 
-    The first seed runs alone: clean, its events set `cap[0]`, the most a later
-    seed's run may handle (`emulator.run.runaway`), the same on every machine.
+    `submit(seed, cap)` starts a seed's run, stopped past `cap` events. The
+    first seed runs alone, uncapped: clean, its events set the cap of the
+    others (`emulator.run.runaway`), the same on every machine.
     """
     if not seeds:
         return
-    first = _outcome(seeds[0], submit(seeds[0]), land)
-    if first.status == "ok":
-        cap[0] = events_cap(first.events)
+    first = _outcome(seeds[0], submit(seeds[0], None), land)
+    cap = events_cap(first.events) if first.status == "ok" else None
     yield first
     seeds = seeds[1:]
     waiting = iter(seeds)
@@ -390,7 +388,7 @@ def in_order(
                 if nxt is None:
                     break
                 try:
-                    running[submit(nxt)] = nxt
+                    running[submit(nxt, cap)] = nxt
                 except BrokenProcessPool:
                     broken = "not run: a worker process died and took the pool with it"
                     done[nxt] = SeedRun(nxt, INTERNAL_ERROR, error=broken)

@@ -47,16 +47,15 @@ def test_a_sweep_fails_a_seed_past_the_cap_its_first_seed_set(tmp_path: Path) ->
     ran = run_seed(str(scenario), 1, str(tmp_path), events_max=10_000)
     assert ran.status == INTERNAL_ERROR and ran.error is not None
     assert ran.error.startswith("runaway: over 10,000 events by ")
-    # The first seed runs alone; clean, its events set the cap of the others.
+    # The first seed runs alone, uncapped; clean, its events set the cap of the others.
     submitted: list[tuple[int, int | None]] = []
-    cap: list[int | None] = [None]
 
-    def submit(seed: int) -> Future[SeedRun]:
-        submitted.append((seed, cap[0]))
+    def submit(seed: int, cap: int | None) -> Future[SeedRun]:
+        submitted.append((seed, cap))
         done: Future[SeedRun] = Future()
         done.set_result(SeedRun(seed, "ok", events=30_000))
         return done
 
-    runs = list(in_order(submit, lambda run: run, range(1, 4), 2, cap))
+    runs = list(in_order(submit, lambda run: run, range(1, 4), 2))
     assert [r.seed for r in runs] == [1, 2, 3]
     assert submitted == [(1, None), (2, events_cap(30_000)), (3, events_cap(30_000))]
