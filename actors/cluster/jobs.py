@@ -339,15 +339,19 @@ def plan_victims(accounts: Mapping[str, JobAccount], claims: Iterable[Claim]) ->
     return tuple(sorted(out))
 
 
-def hand_over(accounts: Mapping[str, JobAccount], ended: JobAccount) -> list[JobAccount]:
-    """`ended`'s run is over (call before `close_run`): what other runs counted on or
-    took of its GPUs (`claims`, `stand_in`) is free now, or, where it stood in
-    for a victim still stopping, that victim's.
+def hand_over(
+    accounts: Mapping[str, JobAccount], ended: JobAccount, now_us: int
+) -> list[JobAccount]:
+    """`ended`'s run is over at `now_us` (call before `close_run`): what other runs
+    counted on or took of its GPUs (`claims`, `stand_in`) is free now, or, where it
+    stood in for a victim still stopping, that victim's.
 
     Left with a claim on a job no longer stopping, such a start would name no
     victim, and its CM would refuse it while the victim still holds the GPU;
     and once the job stopped again, in a later run, the stale claim would
-    count on that run's GPUs. Returns the other accounts it changed (to be saved).
+    count on that run's GPUs. A start whose claims changed begins when the
+    victims it still counts on have stopped (at once if none). Returns the
+    other accounts it changed (to be saved).
     """
     inherited: dict[str, list[list[Any]]] = {}  # host -> [[victim, GPUs not yet passed on]]
     for victim, host, n in ended.stand_in:
@@ -369,11 +373,25 @@ def hand_over(accounts: Mapping[str, JobAccount], ended: JobAccount) -> list[Job
                     n -= take
         return tuple(out)
 
+    stopping = {
+        a.job_id: a
+        for a in accounts.values()
+        if a is not ended and a.state == "stopping" and a.begin_us is not None
+    }
     changed = []
     for b in accounts.values():
         before = (b.claims, b.stand_in)
         if any(victim == ended.job_id for victim, _, _ in b.claims):
             b.claims = passed_on(b.claims)
+            if b.begins_us is not None:
+                b.begins_us = max(
+                    [now_us]
+                    + [
+                        _release_on(stopping[v], h, stopping)
+                        for v, h, _ in b.claims
+                        if v in stopping
+                    ]
+                )
         if b is not ended and any(victim == ended.job_id for victim, _, _ in b.stand_in):
             b.stand_in = passed_on(b.stand_in)
         if b is not ended and (b.claims, b.stand_in) != before:

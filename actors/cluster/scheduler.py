@@ -319,7 +319,7 @@ class ClusterScheduler(LeaseHolder):
                 queue.transition, job_id, ("DISPATCHING", "RUNNING"), "DONE", now, a.dispatch
             ):
                 return
-            await self._hand_over(a)
+            await self._hand_over(a, now)
             close_run(a, now, float(t.duration_us), preempted=False)
             a.state, a.finish_us = "done", now
             self.finished.append(view_of(a, t, now, ()))
@@ -336,7 +336,7 @@ class ClusterScheduler(LeaseHolder):
                 preempted,
             ):
                 return
-            await self._hand_over(a)
+            await self._hand_over(a, now)
             held_offer = (a.claims, a.begins_us)  # of the deferred start, if any
             stop_us = a.stop_us
             close_run(a, now, saved, preempted=preempted)
@@ -353,9 +353,9 @@ class ClusterScheduler(LeaseHolder):
             # the engine, which decides on arrivals, ends and wake-ups only).
             self._kick()
 
-    async def _hand_over(self, a: JobAccount) -> None:
+    async def _hand_over(self, a: JobAccount, now: int) -> None:
         """Its run ended: what others counted on of its GPUs passes on, saved (`hand_over`)."""
-        for b in hand_over(self.accounts, a):
+        for b in hand_over(self.accounts, a, now):
             await self._save(b)
 
     @on(_Decide)

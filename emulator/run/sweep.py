@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.errors import InputError
-from emulator.liveness import LivenessWatch, stuck_summary
+from emulator.liveness import stuck_summary
 from emulator.run.coverage import system_kind
 from emulator.run.failures import INTERNAL_ERROR, failing_errors
 from emulator.run.pools import (
@@ -44,9 +44,10 @@ from emulator.run.pools import (
     ship_db,
     worker_tempdir,
 )
-from emulator.run.runaway import RUNAWAY, EventCap, events_cap
-from emulator.run.runner import check_replaceable, execute, plan_run, remove_run_files
+from emulator.run.runaway import RUNAWAY, events_cap
+from emulator.run.runner import check_replaceable, plan_run, remove_run_files
 from emulator.run.scenario import Scenario, decode_scenario, resolve_scenario
+from emulator.run.watched import run_watched
 from emulator.sometimes import (
     Coverage,
     Tally,
@@ -216,26 +217,13 @@ def run_seed(
 
     A run past `events_max` events is stopped there (`emulator.run.runaway`).
     """
-    import asyncio
-
-    cap = EventCap(events_max)
     wall0 = time.perf_counter()
     out = Path(workdir) / f"seed-{seed}.db"
     try:
         scenario, text, source = _resolve(ref)
         plan = plan_run(scenario, text, source)
         found = Tally(system_kind(scenario.system))
-        watch = LivenessWatch()
-        result = asyncio.run(
-            execute(
-                plan,
-                seed=seed,
-                out=out,
-                progress=cap.check,
-                on_kernel=found.attach,
-                on_setup=watch.attach,
-            )
-        )
+        run = run_watched(plan, seed, out, events_max, found.attach)
     except Exception as error:  # a bug of ours: reported, not raised through the sweep
         return SeedRun(
             seed,
@@ -244,6 +232,7 @@ def run_seed(
             wall_s=time.perf_counter() - wall0,
             db=str(out) if out.exists() else None,
         )
+    result, cap = run.result, run.cap
     status = result.status
     error = None
     if cap.tripped_at_us is not None:
@@ -256,7 +245,7 @@ def run_seed(
     elif status not in ("ok", "violated"):
         status, error = INTERNAL_ERROR, f"the run ended with status {result.status!r}"
     elif status == "ok" and scenario.invariants.liveness:
-        stuck = stuck_summary(watch.reports(scenario.invariants.may_wait))
+        stuck = stuck_summary(run.watch.reports(scenario.invariants.may_wait))
         if stuck is not None:
             status, error = STALLED, stuck
     if status == "ok":

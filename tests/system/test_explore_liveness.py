@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from emulator.registry import builtin_scenarios, load_plugins
-from emulator.run import runner
+from emulator.run import watched
 from tests.support.broken import (
     STALLING,
     IdleAfterTimeoutScheduler,
@@ -55,7 +55,7 @@ def test_an_exception_out_of_the_emulator_is_kept_without_a_reproducer(
     async def broken_execute(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the emulator broke")
 
-    monkeypatch.setattr(runner, "execute", broken_execute)
+    monkeypatch.setattr(watched, "execute", broken_execute)
     text = builtin_scenarios()["quickstart"].read_text().replace('"6h"', '"20m"')
     path = tmp_path / "quick.toml"
     path.write_text(text)

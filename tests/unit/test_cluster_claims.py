@@ -108,6 +108,25 @@ def test_a_runs_end_hands_what_others_counted_on_over(
     accounts = world()
     accounts["V"].state = v_state
     accounts["X"] = account("X", "dispatching", 1, **{field: (("J", HOST, 1),)})
-    changed = hand_over(accounts, accounts["J"])
+    changed = hand_over(accounts, accounts["J"], 500)
     assert getattr(accounts["X"], field) == after
     assert [b.job_id for b in changed] == ["X"]  # to be saved; R and V untouched
+
+
+@pytest.mark.parametrize(
+    ("v_state", "begins"),
+    [
+        # J stood in for V, which stops at 100 and checkpoints for 1 ms: X waits for V now.
+        ("stopping", 1_100),
+        ("waiting", 500),  # V has stopped too: X's start begins as J's run ends
+    ],
+)
+def test_a_start_whose_claims_were_handed_over_begins_when_its_victims_have_stopped(
+    v_state: str, begins: int
+) -> None:
+    # X was to begin once J had checkpointed (at 1,200); J's run ends at 500.
+    accounts = world()
+    accounts["V"].state = v_state
+    accounts["X"] = account("X", "dispatching", 1, claims=(("J", HOST, 1),), begins_us=1_200)
+    hand_over(accounts, accounts["J"], 500)
+    assert accounts["X"].begins_us == begins

@@ -131,7 +131,7 @@ def hear(a: JobAccount, news: str, accounts: dict[str, JobAccount], cm: CM, now:
         if a.state == "dispatching":
             begin_run(a, now)
     elif a.state in ("dispatching", "running", "stopping"):
-        hand_over(accounts, a)
+        hand_over(accounts, a, now)
         held, stop_us = (a.claims, a.begins_us), a.stop_us
         close_run(a, now, a.work_us, preempted=True)
         requeue(a, now, preempted=True, stop_us=stop_us)

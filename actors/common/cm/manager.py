@@ -310,12 +310,8 @@ class ClusterManager(LeaseHolder):
         if job is not None and job.attempt == msg.attempt:
             await self.release(key, "done", "DONE")
 
-    async def release(self, key: tuple[str, str], reason: EndReason, state: str) -> None:
-        """Free a job's machines, report its end to the RMS, start the plans it held up."""
-        if await self._release_in_store(key, state) is None:
-            return
-        job = self.running.pop(key, None)
-        self.ledger.release(key)
+    def report_end(self, key: tuple[str, str], reason: EndReason, auction_id: int) -> None:
+        """Tell the RMS a job of the dispatch `auction_id` ended (resent until acknowledged)."""
         self.send_reliably(
             self.rms,
             JobEnded(
@@ -323,9 +319,17 @@ class ClusterManager(LeaseHolder):
                 job=key[1],
                 cluster=self.params.cluster,
                 reason=reason,
-                auction_id=job.auction_id if job is not None else 0,
+                auction_id=auction_id,
             ),
         )
+
+    async def release(self, key: tuple[str, str], reason: EndReason, state: str) -> None:
+        """Free a job's machines, report its end to the RMS, start the plans it held up."""
+        if await self._release_in_store(key, state) is None:
+            return
+        job = self.running.pop(key, None)
+        self.ledger.release(key)
+        self.report_end(key, reason, job.auction_id if job is not None else 0)
         await self.plans.job_released(key)
 
     async def _release_in_store(self, key: tuple[str, str], state: str) -> Fence | None:
@@ -406,16 +410,7 @@ class ClusterManager(LeaseHolder):
         self.running.pop(key, None)
         self.ledger.release(key)
         if self.params.on_host_failure == "report":
-            self.send_reliably(
-                self.rms,
-                JobEnded(
-                    workload_id=key[0],
-                    job=key[1],
-                    cluster=self.params.cluster,
-                    reason="failed",
-                    auction_id=job.auction_id,
-                ),
-            )
+            self.report_end(key, "failed", job.auction_id)
             return
         request = JobRequest(
             workload_id=key[0],
@@ -441,16 +436,7 @@ class ClusterManager(LeaseHolder):
             )
         if started is None or not isinstance(plan, JobPlan):
             self.decision("cm.job-lost", {"workload": key[0], "job": key[1]})
-            self.send_reliably(
-                self.rms,
-                JobEnded(
-                    workload_id=key[0],
-                    job=key[1],
-                    cluster=self.params.cluster,
-                    reason="failed",
-                    auction_id=job.auction_id,
-                ),
-            )
+            self.report_end(key, "failed", job.auction_id)
             return
         attempt, saved_us = started
         if self.bug("cm-restart-from-zero"):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from actors.common.cm.state import CMCore
-from actors.common.messages import EndReason, ExecutePlan, JobEnded, Pace, PlanResult
+from actors.common.messages import EndReason, ExecutePlan, Pace, PlanResult
 from store import kv, leases
 from store.mast import fleet, queue
 from store.mast.records import JobSpec
@@ -155,16 +155,7 @@ class Plans:
         ]:
             self.pending.remove(plan)
             await self._forget(plan)
-            cm.send_reliably(
-                cm.rms,
-                JobEnded(
-                    workload_id=key[0],
-                    job=key[1],
-                    cluster=cm.params.cluster,
-                    reason=reason,
-                    auction_id=plan.msg.auction_id,
-                ),
-            )
+            cm.report_end(key, reason, plan.msg.auction_id)
 
     async def refuse_on(self, dead: set[str]) -> None:
         """Refuse now the waiting plans that count on a machine that just failed.

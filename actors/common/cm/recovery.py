@@ -48,7 +48,7 @@ from typing import Protocol
 from actors.common.cm.ledger import ClusterLedger
 from actors.common.cm.plans import Plans
 from actors.common.cm.state import CMCore
-from actors.common.messages import AgentAlive, AgentProbe, AgentStop, EndReason, JobEnded
+from actors.common.messages import AgentAlive, AgentProbe, AgentStop, EndReason
 from store.mast import fleet
 
 
@@ -127,16 +127,7 @@ class CMRecovery:
             cm.decision(
                 "cm.end-reported", {"workload": row.workload_id, "job": row.job, "reason": reason}
             )
-            cm.send_reliably(
-                cm.rms,
-                JobEnded(
-                    workload_id=row.workload_id,
-                    job=row.job,
-                    cluster=p.cluster,
-                    reason=reason,
-                    auction_id=auction_id,
-                ),
-            )
+            cm.report_end((row.workload_id, row.job), reason, auction_id)
 
     async def free_leftovers(self) -> None:
         """Free what attempts that are over left on this cluster's machines (`store.mast.fleet`)."""

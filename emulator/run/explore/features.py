@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import math
@@ -12,11 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from emulator.liveness import LivenessWatch
 from emulator.run.coverage import system_kind
 from emulator.run.failures import INTERNAL_ERROR, beyond_invariants
 from emulator.run.pools import ship_db, worker_tempdir
-from emulator.run.runaway import RUNAWAY, EventCap
+from emulator.run.runaway import RUNAWAY
 from emulator.run.runner import remove_run_files
 from emulator.run.scenario import (
     Fault,
@@ -195,46 +193,37 @@ def run_schedule(
 
     A run past `events_max` events is stopped there, a failure (`runaway`).
     """
-    from emulator.run.runner import execute, plan_run
+    from emulator.run.runner import plan_run
+    from emulator.run.watched import run_watched
 
-    cap = EventCap(events_max)
     cpu0 = time.process_time()
     schedule = Schedule(list(faults), heal_at_us)
     text = json.dumps(variant(raw, schedule, range(len(faults)), _inv(raw)))
     scenario = convert_scenario(parse_raw(text, "<explore>"), "<explore>")
     features = Features(system_kind(scenario.system))
-    watch = LivenessWatch()
     remove_run_files(db)
     plan = plan_run(scenario, text, "<explore>")
     try:
-        result = asyncio.run(
-            execute(
-                plan,
-                seed=seed,
-                out=db,
-                progress=cap.check,
-                on_kernel=features.attach,
-                on_setup=watch.attach,
-            )
-        )
+        run = run_watched(plan, seed, db, events_max, features.attach)
     except Exception as error:  # a bug of the emulator's: this run's failure, not the search's
         bug = (INTERNAL_ERROR, type(error).__name__)
         return Outcome(features.signature(), {}, bug, INTERNAL_ERROR, time.process_time() - cpu0)
     # An actor dying on an exception of its own, or work that never ran after the
     # final heal, is a bug found as a violation is (`emulator.run.failures`).
+    result = run.result
     failure = features.failure
-    if failure is None and cap.tripped_at_us is not None:
-        failure = (RUNAWAY, cap.detail())
+    if failure is None and run.runaway:
+        failure = (RUNAWAY, run.cap.detail())
     if failure is None:
         others = beyond_invariants(
-            result.actor_errors, result.status, scenario.invariants, watch.reports
+            result.actor_errors, result.status, scenario.invariants, run.watch.reports
         )
         failure = others[0] if others else None
     return Outcome(
         features.signature(),
         dict(features.tally.counts),
         failure,
-        RUNAWAY if cap.tripped_at_us is not None else result.status,
+        RUNAWAY if run.runaway else result.status,
         time.process_time() - cpu0,
         events=result.events,
         windows=features.windows.finish(features.now_us),
