@@ -4,11 +4,13 @@ For an auction it checks, in order: that the region has the hardware (else it ab
 `no_hardware`), that every input table has a ready replica in the region (`no_data`), the negative
 cache (`negative_cache`); then it searches every dynamic cluster for every job (the MAST-level
 policy's `place`) and bids the plan's P_score, or abstains `unschedulable`. The plan is kept as a
-tentative reservation until the award or release. With pipelined auctions (`hold_ttl` set) the
-reservation is also held in the view, under a key of its own at the highest priority (so no plan
-picks it as a victim), for every later bid to see. It goes into the view when the next bid reads
-it: most holds end before another bid comes, and their views never change. A hold whose Award or
-Release never comes lapses after `hold_ttl`. Holds (`rms.hold`) and their ends (`rms.unhold`:
+tentative reservation until the award or release, and held in the view, under a key of its own
+at the highest priority (so no plan picks it as a victim), for every later bid to see: with
+pipelined auctions several bids are open at once, and with one auction at a time the next
+AuctionOpen can still overtake the last Award (the GMS sends both at one instant, and the network
+may reorder them). It goes into the view when the next bid reads it: most holds end before
+another bid comes, and their views never change. A hold whose Award or Release never comes lapses
+after `hold_ttl`. Holds (`rms.hold`) and their ends (`rms.unhold`:
 awarded, released or expired) are in the trace. A failure found while holds stand is cached only
 until one of them ends without an award: its machines may fit what failed
 (`negative_cache.forget_held`). A preempting plan's victims are not held: two holds may count on
@@ -65,10 +67,9 @@ class RMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     # makes this region's plans and chooses their victims.
     policy: str = "mast"
     policy_params: dict[str, Any] = {}
-    # Pipelined auctions (`[system] auction.pipeline` above 1): each bid's plan
-    # is held in the view this long, or until its award or release (module
-    # docstring). None: auctions come one at a time and no plan is held.
-    hold_ttl: Duration | None = None
+    # Each bid's plan is held in the view this long, or until its award or
+    # release (module docstring).
+    hold_ttl: Duration = Duration(30_000_000)
 
 
 class _DispatchTimeout(msgspec.Struct, frozen=True, tag=True):
@@ -306,7 +307,7 @@ class RegionalScheduler(LeaseHolder):
             self.metric("rms_decision_ms", latency_ms, region=region, preempts=False, placed=False)
             # Held machines may come free within the pass: a failure found while
             # bids hold some lasts only until a hold ends without a dispatch.
-            held = self.params.hold_ttl is not None and bool(self.tentative)
+            held = bool(self.tentative)
             for request, prop in zip(requests, props, strict=True):
                 alone = self.policy.place(snapshots, [request], self.now_us, self.policy_params)
                 if isinstance(alone, Unschedulable):
@@ -317,23 +318,22 @@ class RegionalScheduler(LeaseHolder):
             "rms_decision_ms", latency_ms, region=region, preempts=plan.preempts, placed=True
         )
         self.tentative[msg.auction_id] = (msg, plan)
-        if self.params.hold_ttl is not None:
-            # Seeded bug `rms-forgets-hold`: the hold is announced but never put in
-            # the view, so the next pipelined bid promises the same machines.
-            if not self.bug("rms-forgets-hold"):
-                self.unplaced.add(msg.auction_id)
-            self.set_timer(self.params.hold_ttl, _HoldExpired(msg.auction_id))
-            self.decision(
-                "rms.hold",
-                {
-                    "auction": msg.auction_id,
-                    "workload": msg.workload_id,
-                    "region": region,
-                    "gpus": sorted([h, n] for jp in plan.jobs for h, n in jp.gpus),
-                    "cpu_hosts": sorted(h for jp in plan.jobs for h in jp.cpu_hosts),
-                    "victims": len(plan.victims),
-                },
-            )
+        # Seeded bug `rms-forgets-hold`: the hold is announced but never put in
+        # the view, so the next pipelined bid promises the same machines.
+        if not self.bug("rms-forgets-hold"):
+            self.unplaced.add(msg.auction_id)
+        self.set_timer(self.params.hold_ttl, _HoldExpired(msg.auction_id))
+        self.decision(
+            "rms.hold",
+            {
+                "auction": msg.auction_id,
+                "workload": msg.workload_id,
+                "region": region,
+                "gpus": sorted([h, n] for jp in plan.jobs for h, n in jp.gpus),
+                "cpu_hosts": sorted(h for jp in plan.jobs for h in jp.cpu_hosts),
+                "victims": len(plan.victims),
+            },
+        )
         return self._bid_for(msg.auction_id)
 
     def _bid_for(self, auction_id: int) -> Bid:
@@ -373,13 +373,12 @@ class RegionalScheduler(LeaseHolder):
 
     def _hold_again(self, only: str | None = None) -> None:
         """Views reloaded from the store know no holds: put the open ones back."""
-        if self.params.hold_ttl is not None:
-            for auction_id in sorted(self.tentative.keys() - self.unplaced):
-                self._hold(auction_id, only)
+        for auction_id in sorted(self.tentative.keys() - self.unplaced):
+            self._hold(auction_id, only)
 
     def _unhold(self, auction_id: int, why: str) -> bool:
         """End a tentative plan's hold; False if there was none (or holds are off)."""
-        if self.params.hold_ttl is None or auction_id not in self.tentative:
+        if auction_id not in self.tentative:
             return False
         if auction_id in self.unplaced:
             self.unplaced.discard(auction_id)

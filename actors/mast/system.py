@@ -78,10 +78,11 @@ class Replicas(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 class AuctionSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """`[system] auction`: how many auctions the GMS keeps in flight, and for how long bids hold.
 
-    With `pipeline` above 1 an RMS may bid in several auctions at once: it
-    holds each bid's plan in its view for `hold_ttl` (or until the award or
-    release), so its later bids never promise the same machines again, and a
-    hold whose Award or Release was lost frees itself.
+    With `pipeline` above 1 an RMS may bid in several auctions at once, and
+    with one at a time the next auction's opening may overtake the last
+    award: an RMS holds each bid's plan in its view for `hold_ttl` (or until
+    the award or release), so its later bids never promise the same machines
+    again, and a hold whose Award or Release was lost frees itself.
     """
 
     pipeline: Annotated[int, Meta(ge=1, le=PIPELINE_MAX)] = 1
@@ -153,7 +154,7 @@ class MastParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
             raise InputError("", "world", str(error).strip("'\"")) from None
         if self.ras.enabled:
             check_settings(self.ras, self.world_model or preset(self.world))
-        if self.auction.pipeline > 1 and self.auction.hold_ttl <= self.auction_deadline:
+        if self.auction.hold_ttl <= self.auction_deadline:
             # A hold that lapses before its award arrives fails every dispatch.
             raise InputError("", "auction.hold_ttl", "must be longer than auction_deadline")
         try:
@@ -341,8 +342,7 @@ class MastSystem:
                 lease=params.lease,
                 policy=params.policy,
                 policy_params=params.policy_params.get(params.policy, {}),
-                # One auction at a time: the award comes before the next bid.
-                hold_ttl=params.auction.hold_ttl if params.auction.pipeline > 1 else None,
+                hold_ttl=params.auction.hold_ttl,
             )
             actors += [
                 actor_entry(

@@ -17,7 +17,10 @@ from typing import Any
 import msgspec
 import pytest
 
+from actors.mast.gms import GlobalScheduler
+from actors.mast.messages import Award
 from actors.mast.rms import RegionalScheduler
+from emulator.actor import on
 from emulator.cli.main import main
 from emulator.trace import TraceEvent
 from emulator.units import MIN, S
@@ -25,6 +28,12 @@ from store.mast.queue import QUEUED
 from tests.support.broken import broken_system
 from tests.support.dsl import crash, job, preemption_story, run, scenario, states, workload
 from tests.support.trace import decisions, started_once, store_events
+
+
+class _LateAward(msgspec.Struct, frozen=True, tag=True):
+    dst: str
+    award: Award
+
 
 EAST_ONLY = [{"name": "t", "size_bytes": 1, "home_region": "east"}]
 BOTH = [{"name": "t", "size_bytes": 1, "home_region": "east", "replicas": ["west"]}]
@@ -113,6 +122,40 @@ def test_an_rms_that_ignores_its_holds_is_caught_promising_twice(tmp_path: Path)
     assert refused in ("A", "B")
     # The CM is the last line: nothing started twice, and the refused one ran later.
     assert started_once(events, "A", "B") == {"A/trainer": 1, "B/trainer": 1}
+
+
+class LateAwardGMS(GlobalScheduler):
+    """Sends every Award only once its scan pass is over: the pass's later
+    auctions open first, as a jittery network may deliver them."""
+
+    def send_reliably(self, dst: str, msg: Any) -> None:
+        if isinstance(msg, Award):
+            self.set_timer(1, _LateAward(dst=dst, award=msg))
+        else:
+            super().send_reliably(dst, msg)
+
+    @on(_LateAward)
+    def late_award(self, msg: _LateAward) -> None:
+        super().send_reliably(msg.dst, msg.award)
+
+
+def test_one_auction_at_a_time_never_promises_one_machine_twice(tmp_path: Path) -> None:
+    # With one auction at a time the next AuctionOpen can still overtake the last
+    # Award. East must hold the bid it made for the first of A and B, and find
+    # only 8 GPUs for the other, as with pipelined auctions; before, its view knew
+    # nothing of the plan and it promised the same machines again: the CM refused
+    # the second dispatch, and the GMS had to auction that workload once more.
+    kind = broken_system("mast-late-award", gms=LateAwardGMS)
+    result, events = run(race_story(kind=kind, pipeline=1), tmp_path)
+    assert result.violations == []
+    first = next(d["workload"] for d in decisions(events, "auction.award") if d["workload"] != "C")
+    other = "B" if first == "A" else "A"
+    waited = [d for d in decisions(events, "auction.none") if d["workload"] == other]
+    assert waited and "unschedulable" in waited[0]["reasons"]
+    assert not decisions(events, "dispatch.failed")
+    assert open_holds(events) == {}
+    assert len(decisions(events, "rms.hold")) >= 3  # and the `auction` checker judges them
+    assert states(result) == {"A": ("DONE", 0), "B": ("DONE", 0), "C": ("DONE", 0)}
 
 
 # ---- (b) a late bid ----------------------------------------------------------------------------

@@ -55,14 +55,16 @@ def test_sweep_reports_the_catalogue_in_text_and_json(
     assert "sometimes: " in out and " reached over 2 seeds" in out
     line = next(x for x in out.splitlines() if "gms-failover-mid-auction" in x)
     assert line.split()[1:3] == ["2", "seeds"]
-    assert any("rms-hold-expired" in x and "never reached" in x for x in out.splitlines())
+    assert any(
+        "copy-resumed-after-partition" in x and "never reached" in x for x in out.splitlines()
+    )
     code, out, _ = run_cli(capsys, *argv, "--json")
     cover = json.loads(out)["sometimes"]
     assert cover["gms-failover-mid-auction"]["runs"] == 2
-    assert cover["rms-hold-expired"] == {
+    assert cover["copy-resumed-after-partition"] == {
         "runs": 0,
         "count": 0,
-        "description": cover["rms-hold-expired"]["description"],
+        "description": cover["copy-resumed-after-partition"]["description"],
     }
 
 
