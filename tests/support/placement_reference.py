@@ -191,9 +191,33 @@ def _in_order(
         plans.append(plan)
     return WorkloadPlan(
         workload_id=workload_id,
-        jobs=tuple(plans),
+        jobs=_name_victims_used(plans, clusters),
         score=sum(p.score.value for p in plans),
     )
+
+
+def _name_victims_used(
+    plans: Sequence[JobPlan], clusters: Sequence[ClusterSnapshot]
+) -> tuple[JobPlan, ...]:
+    """Each plan also names every victim of an earlier plan of the workload that holds
+    one of its machines (its CM must wait for that victim too)."""
+    machines_of = {
+        (c.cluster_id, j.key): {h for h, _ in j.gpus} | set(j.cpu_hosts)
+        for c in clusters
+        for j in c.running
+    }
+    out: list[JobPlan] = []
+    for k, plan in enumerate(plans):
+        mine = {h for h, _ in plan.gpus} | set(plan.cpu_hosts)
+        victims = set(plan.victims)
+        for earlier in plans[:k]:
+            if earlier.cluster_id != plan.cluster_id:
+                continue
+            for v in earlier.victims:
+                if machines_of[(plan.cluster_id, v)] & mine:
+                    victims.add(v)
+        out.append(msgspec.structs.replace(plan, victims=tuple(sorted(victims))))
+    return tuple(out)
 
 
 def apply_plan(

@@ -114,9 +114,10 @@ def test_jobs_of_one_workload_never_double_book() -> None:
     assert out.preemption_could_help  # the GPUs exist, the workload's own jobs hold them
 
 
-def test_a_later_job_uses_what_an_earlier_job_freed() -> None:
+def test_a_later_job_uses_what_an_earlier_job_freed_and_waits_for_it_too() -> None:
     # All 16 GPUs busy with one 16-GPU priority-6 job. Job a (8) must preempt it; that frees
-    # 16, so job b (8) fits in the other 8 without preempting anything again.
+    # 16, so job b (8) fits in the other 8 without choosing a victim of its own. Its CM
+    # must still wait for `old` to stop before starting b: b names it as well.
     cluster = ClusterSnapshot(
         cluster_id="c1",
         machines=(gpu("g1", "r1", free=0), gpu("g2", "r1", free=0)),
@@ -125,9 +126,34 @@ def test_a_later_job_uses_what_an_earlier_job_freed() -> None:
     plan = place_workload([cluster], [trainer(8, job="a"), trainer(8, job="b")], NOW_US)
     assert isinstance(plan, WorkloadPlan)
     a, b = plan.jobs
-    assert a.victims == (("old", "j"),) and b.victims == ()
+    assert a.victims == b.victims == (("old", "j"),)
+    assert b.score.victims == 0  # the preemption is priced once, in a's score
     assert {a.gpus, b.gpus} == {(("g1", 8),), (("g2", 8),)}
     assert plan.victims == (("old", "j"),)
+
+
+@pytest.mark.parametrize(
+    ("old_on", "b_on", "b_victims"),
+    [
+        # old holds all three machines: a (16) preempts it, b (8) takes old's third.
+        (("g1", "g2", "g3"), ("g3",), (("old", "j"),)),
+        # old holds two: a preempts it and takes both, b takes the free g3, waiting for nobody.
+        (("g1", "g2"), ("g3",), ()),
+    ],
+)
+def test_a_later_job_names_an_earlier_victim_only_on_its_machines(
+    old_on: tuple[str, ...], b_on: tuple[str, ...], b_victims: tuple[tuple[str, str], ...]
+) -> None:
+    cluster = ClusterSnapshot(
+        cluster_id="c1",
+        machines=tuple(gpu(h, "r1", free=0 if h in old_on else 8) for h in ("g1", "g2", "g3")),
+        running=(running("old", 6, 1, *((h, 8) for h in old_on)),),
+    )
+    plan = place_workload([cluster], [trainer(16, job="a"), trainer(8, job="b")], NOW_US)
+    assert isinstance(plan, WorkloadPlan)
+    a, b = plan.jobs
+    assert a.victims == (("old", "j"),)
+    assert tuple(h for h, _ in b.gpus) == b_on and b.victims == b_victims
 
 
 def test_best_cluster_wins_each_job() -> None:

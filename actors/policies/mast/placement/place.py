@@ -100,7 +100,8 @@ def place_workload(
     small one room elsewhere (a trainer of 11 CPU machines in the cluster with
     28 free, then no room for its 27-machine preprocessing in either). The
     plans come in the order their jobs were placed: a later job may count on
-    what an earlier one's victims free.
+    what an earlier one's victims free, and then names those victims too
+    (`_waiting_too`), so that its CM waits for them before starting it.
     """
     if not jobs:
         raise ValueError("place_workload: a workload has at least one job")
@@ -134,6 +135,8 @@ def _place_in_order(
     workload_id = jobs[0].workload_id
     work = [index_of(c) for c in ordered]
     plans: list[JobPlan] = []
+    # Per cluster: the machines of the victims chosen so far (`_waiting_too`).
+    freed: dict[int, dict[tuple[str, str], frozenset[str]]] = {}
     for n, req in enumerate(jobs):
         best: tuple[int, _Option] | None = None
         could_help = False
@@ -155,7 +158,7 @@ def _place_in_order(
                 reason=f"job {req.job}: {shown}{suffix}", preemption_could_help=could_help
             )
         index, option = best
-        plan = option.plan()
+        plan = _waiting_too(option.plan(), ordered[index], freed.setdefault(index, {}))
         if n + 1 < len(jobs):
             work[index] = work[index].apply(req, plan, now_us)
         plans.append(plan)
@@ -164,6 +167,28 @@ def _place_in_order(
         jobs=tuple(plans),
         score=sum(p.score.value for p in plans),
     )
+
+
+def _waiting_too(
+    plan: JobPlan, cluster: ClusterSnapshot, freed: dict[tuple[str, str], frozenset[str]]
+) -> JobPlan:
+    """`plan`, naming also the victims of the workload's earlier jobs whose machines it uses.
+
+    A job placed after one that preempts counts the victims' machines free; its
+    CM must wait for those victims as well, or it refuses the plan while they
+    still hold the machines (checkpointing). `freed` (victim → its machines in
+    `cluster`) gains the plan's own victims.
+    """
+    hosts = {h for h, _ in plan.gpus} | set(plan.cpu_hosts)
+    waits = {v for v, on in freed.items() if not hosts.isdisjoint(on)}
+    if plan.victims:
+        mine = set(plan.victims)
+        for job in cluster.running:
+            if job.key in mine:
+                freed[job.key] = frozenset([h for h, _ in job.gpus] + list(job.cpu_hosts))
+    if waits <= set(plan.victims):
+        return plan
+    return msgspec.structs.replace(plan, victims=tuple(sorted(waits | set(plan.victims))))
 
 
 def apply_plan(
