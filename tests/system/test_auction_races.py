@@ -70,6 +70,18 @@ def open_holds(events: list[TraceEvent]) -> dict[tuple[str, int], dict[str, Any]
     return held
 
 
+def one_held_the_other_waited(events: list[TraceEvent]) -> tuple[str, str]:
+    """(first, other) of A and B: east held the first's plan, found no room for the
+    other's (it waited, unschedulable), and no dispatch failed; no hold is left open."""
+    first = next(d["workload"] for d in decisions(events, "auction.award") if d["workload"] != "C")
+    other = "B" if first == "A" else "A"
+    waited = [d for d in decisions(events, "auction.none") if d["workload"] == other]
+    assert waited and "unschedulable" in waited[0]["reasons"]
+    assert not decisions(events, "dispatch.failed")
+    assert open_holds(events) == {}
+    return first, other
+
+
 def awarded(events: list[TraceEvent], wid: str) -> list[str]:
     return [d["winner"] for d in decisions(events, "auction.award") if d["workload"] == wid]
 
@@ -84,12 +96,7 @@ def test_auctions_in_flight_never_promise_one_machine_twice(tmp_path: Path, pipe
     assert [e.t_us for e in opened[:pipeline]] == [10 * S] * pipeline
     # Among A and B, east held the plan of whichever bid came first and, seeing
     # only 8 GPUs left, could not place the other: one runs, the other waits.
-    first = next(d["workload"] for d in decisions(events, "auction.award") if d["workload"] != "C")
-    other = "B" if first == "A" else "A"
-    waited = [d for d in decisions(events, "auction.none") if d["workload"] == other]
-    assert waited and "unschedulable" in waited[0]["reasons"]
-    assert not decisions(events, "dispatch.failed")
-    assert open_holds(events) == {}
+    first, other = one_held_the_other_waited(events)
     assert started_once(events, "A", "B", "C") == {"A/trainer": 1, "B/trainer": 1, "C/trainer": 1}
     assert states(result) == {"A": ("DONE", 0), "B": ("DONE", 0), "C": ("DONE", 0)}
     first_end = next(e for e in store_events(events, "fleet.release", first))
@@ -148,12 +155,7 @@ def test_one_auction_at_a_time_never_promises_one_machine_twice(tmp_path: Path) 
     kind = broken_system("mast-late-award", gms=LateAwardGMS)
     result, events = run(race_story(kind=kind, pipeline=1), tmp_path)
     assert result.violations == []
-    first = next(d["workload"] for d in decisions(events, "auction.award") if d["workload"] != "C")
-    other = "B" if first == "A" else "A"
-    waited = [d for d in decisions(events, "auction.none") if d["workload"] == other]
-    assert waited and "unschedulable" in waited[0]["reasons"]
-    assert not decisions(events, "dispatch.failed")
-    assert open_holds(events) == {}
+    one_held_the_other_waited(events)
     assert len(decisions(events, "rms.hold")) >= 3  # and the `auction` checker judges them
     assert states(result) == {"A": ("DONE", 0), "B": ("DONE", 0), "C": ("DONE", 0)}
 
