@@ -21,7 +21,8 @@ LEASES = {
 
 MAST = {
     "gms-failover-mid-auction": "a new GMS leader took over while an auction was open",
-    "rms-hold-expired": "an RMS hold on a pipelined bid's machines expired without an award",
+    "rms-hold-expired": "an RMS hold on a bid's machines expired without an award "
+    "(its Award or Release lost, or late)",
     "copy-resumed-after-partition": "a WAN copy in flight when a partition began made "
     "progress after it healed",
     "cm-takes-up-preemption": "a new CM leader took up a preempting plan its predecessor "
