@@ -159,9 +159,11 @@ class ClusterDetector:
     """The cluster system's rare states, from its scheduler's decisions."""
 
     def observe(self, event: TraceEvent) -> Iterable[str]:
-        if event.kind == "decision" and event.type in _CLUSTER_EVENTS:
-            return (_CLUSTER_EVENTS[event.type],)
-        return ()
+        if event.kind != "decision" or event.type not in _CLUSTER_EVENTS:
+            return ()
+        if event.type == "cluster.rebuilt" and event.payload.get("epoch", 2) <= 1:
+            return ()  # the first leader's build, in every run: not a failover's rebuild
+        return (_CLUSTER_EVENTS[event.type],)
 
 
 _CLUSTER_EVENTS = {

@@ -133,11 +133,11 @@ class ClusterScheduler(LeaseHolder):
         if fence is None:
             return False
         if fence.epoch != self.built_epoch:
-            await self._rebuild()
+            await self._rebuild(fence.epoch)
             self.built_epoch = fence.epoch
         return True
 
-    async def _rebuild(self) -> None:
+    async def _rebuild(self, epoch: int) -> None:
         p = self.params
         saved = dict(await self.store(kv.items, NAMESPACE, JobAccount))
         entries = {e.id: e for e in await self.store(queue.in_states, queue.STATES)}
@@ -169,7 +169,7 @@ class ClusterScheduler(LeaseHolder):
         # tiresias-philly stopped as "done" after 8 of its 480 jobs).
         for job_id, reason in unheard:
             await self._ended(job_id, reason)
-        self.decision("cluster.rebuilt", {"jobs": len(self.accounts)})
+        self.decision("cluster.rebuilt", {"jobs": len(self.accounts), "epoch": epoch})
         self._kick()
         self._end_if_all_ended()
 

@@ -164,7 +164,8 @@ def test_lease_detector(event: TraceEvent, reached: list[str]) -> None:
     [
         (decision("cluster.plan-refused", job="j", why="x"), ["cluster-plan-refused"]),
         (decision("cluster.offer-declined", job="j"), ["cluster-offer-declined"]),
-        (decision("cluster.rebuilt", jobs=3), ["cluster-scheduler-rebuilt"]),
+        (decision("cluster.rebuilt", jobs=3, epoch=2), ["cluster-scheduler-rebuilt"]),
+        (decision("cluster.rebuilt", jobs=3, epoch=1), []),  # the first leader's build
         (decision("cluster.stale-end", job="j", auction=2), ["cluster-stale-end"]),
         (decision("cluster.started-unheard", job="j"), ["cluster-started-unheard"]),
         (decision("cluster.stop-unstarted", job="j"), ["cluster-stop-unstarted"]),
