@@ -235,7 +235,7 @@ def run_seed(
     result, cap = run.result, run.cap
     status = result.status
     error = None
-    if cap.tripped_at_us is not None:
+    if run.runaway:
         status = INTERNAL_ERROR
         error = f"{RUNAWAY}: {cap.detail()} by {format_us(cap.tripped_at_us)} (a livelock?)"
     elif status == "error":

@@ -179,6 +179,8 @@ def _waiting_too(
     still hold the machines (checkpointing). `freed` (victim → its machines in
     `cluster`) gains the plan's own victims.
     """
+    if not freed and not plan.victims:
+        return plan  # nearly every plan: no gang job before it preempted anything
     hosts = {h for h, _ in plan.gpus} | set(plan.cpu_hosts)
     waits = {v for v, on in freed.items() if not hosts.isdisjoint(on)}
     if plan.victims:
