@@ -149,6 +149,7 @@ def test_place_job_equals_the_reference(cluster, req, allow) -> None:
     st.booleans(),
 )
 def test_place_workload_equals_the_reference(cluster_list, jobs, allow) -> None:
+    # The jobs of a workload share its effective priority.
     jobs = [
         JobRequest(
             workload_id="new",
@@ -156,7 +157,7 @@ def test_place_workload_equals_the_reference(cluster_list, jobs, allow) -> None:
             gpu_type=j.gpu_type,
             gpus=j.gpus,
             cpu_machines=j.cpu_machines,
-            priority=j.priority,
+            priority=jobs[0].priority,
         )
         for k, j in enumerate(jobs)
     ]

@@ -199,7 +199,7 @@ def test_a_workload_over_overcommitted_views_is_placed_or_unschedulable(
             gpu_type=j.gpu_type,
             gpus=j.gpus,
             cpu_machines=j.cpu_machines,
-            priority=j.priority,
+            priority=jobs[0].priority,  # a workload's jobs share its priority
         )
         for i, j in enumerate(jobs)
     ]

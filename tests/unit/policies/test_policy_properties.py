@@ -190,7 +190,11 @@ def test_workload_plans_never_double_book(cluster_list, jobs) -> None:
         )
         for i, c in enumerate(cluster_list)
     ]
-    jobs = [JobRequest(**{**_fields(j), "job": f"job{k}"}) for k, j in enumerate(jobs)]
+    # a workload's jobs share its priority
+    jobs = [
+        JobRequest(**{**_fields(j), "job": f"job{k}", "priority": jobs[0].priority})
+        for k, j in enumerate(jobs)
+    ]
     out = place_workload(cluster_list, jobs, NOW_US)
     if isinstance(out, Unschedulable):
         return

@@ -216,6 +216,9 @@ def test_workload_arguments_are_checked() -> None:
     )
     with pytest.raises(ValueError):
         place_workload([GPU_CLUSTER], [trainer(1), other], NOW_US)
+    # a higher-priority sibling could name the other, placed a moment ago, as its victim
+    with pytest.raises(ValueError, match="differ in priority"):
+        place_workload([GPU_CLUSTER], [trainer(1, "a", 1), trainer(8, "b", 0)], NOW_US)
 
 
 def test_no_cluster_at_all() -> None:

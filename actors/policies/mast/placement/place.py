@@ -108,6 +108,10 @@ def place_workload(
     workload_id = jobs[0].workload_id
     if any(j.workload_id != workload_id for j in jobs):
         raise ValueError(f"place_workload: jobs of several workloads, expected {workload_id}")
+    # One effective priority per workload: a job of higher priority than its
+    # sibling could otherwise name that sibling, placed a moment ago, as its victim.
+    if any(j.priority != jobs[0].priority for j in jobs):
+        raise ValueError(f"place_workload: jobs of {workload_id} differ in priority")
     ordered = sorted(clusters, key=lambda c: c.cluster_id)
     first = _place_in_order(ordered, jobs, now_us, allow_preemption)
     if isinstance(first, WorkloadPlan):
