@@ -1,14 +1,18 @@
-"""Shared fixtures: one full `leader-lease` run per test session, and readers of run databases.
+"""Shared fixtures: full runs of `leader-lease` and `quickstart`, and readers of run databases.
 
-The full run takes about two seconds, so the tests of the user-facing surface
-(replay, export, check, the lease story) share it instead of each running it.
-The readers themselves live in `tests/support/rundb.py`.
+The tests of the user-facing surface (replay, export, check, report, view,
+the lease story) read these runs instead of each making its own; the
+quickstart run (about ten seconds) is made once for all xdist workers. The
+readers themselves live in `tests/support/rundb.py`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
+import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,6 +32,28 @@ def lease_run(tmp_path_factory: pytest.TempPathFactory) -> RunDb:
     with contextlib.redirect_stdout(out):
         code = cli.main(["run", "leader-lease", "--seed", "1", "--out", str(db), "--no-progress"])
     return RunDb(db, code, out.getvalue())
+
+
+@pytest.fixture(scope="session")
+def quickstart_run(tmp_path_factory: pytest.TempPathFactory) -> RunDb:
+    """`mastemu run quickstart` to its end: one run shared by every worker; read it, never write.
+
+    xdist's workers share the parent of their base temporary folders; the
+    first worker to take the lock makes the run, the others wait for it.
+    """
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    db, done = root / "quickstart.db", root / "quickstart.json"
+    with (root / "quickstart.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                code = cli.main(["run", "quickstart", "--out", str(db), "--no-progress"])
+            done.write_text(json.dumps({"code": code, "stdout": out.getvalue()}))
+    made = json.loads(done.read_text())
+    return RunDb(db, made["code"], made["stdout"])
 
 
 @pytest.fixture(scope="session")

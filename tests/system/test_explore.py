@@ -62,7 +62,7 @@ def test_the_search_finds_what_random_seeds_do_not_and_writes_a_minimal_reproduc
 
 def test_a_budget_in_runs_gives_the_same_search_every_time(unfenced: Path, tmp_path: Path) -> None:
     def search(seed: int, folder: str) -> tuple[object, ...]:
-        out = explore(str(unfenced), seed=seed, budget=Budget(runs=12), out_dir=tmp_path / folder)
+        out = explore(str(unfenced), seed=seed, budget=Budget(runs=8), out_dir=tmp_path / folder)
         runs = [(r.mutation, r.seed, r.faults, r.new, r.status) for r in out.runs]
         return runs, out.features_over_time, out.corpus
 

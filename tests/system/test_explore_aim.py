@@ -215,7 +215,8 @@ def test_a_search_with_phases_is_deterministic_in_runs(tmp_path: Path) -> None:
     path = _calm(tmp_path, [])
 
     def search(folder: str) -> object:
-        out = explore(str(path), seed=3, budget=Budget(runs=8), out_dir=tmp_path / folder)
+        # Seed 3 aims at its fourth and fifth runs.
+        out = explore(str(path), seed=3, budget=Budget(runs=5), out_dir=tmp_path / folder)
         return [(r.mutation, r.seed, r.faults, r.new, r.status) for r in out.runs], out.corpus
 
     first = search("a")

@@ -29,6 +29,7 @@ from emulator.units import MIN
 from store.mast.records import WorkloadSpec
 from tests.support.builtin import raw_builtin, run_raw
 from tests.support.dsl import job, scenario, workload
+from tests.support.rundb import RunDb
 
 load_plugins()
 
@@ -341,13 +342,11 @@ def test_an_attempt_started_elsewhere_leaves_room_only_once_its_leftovers_are_fr
 
 
 def test_check_of_the_stock_quickstart_reports_no_stuck_workload(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    quickstart_run: RunDb, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The issue-17 false alarm: w000308 "never ran after the final heal" on quickstart."""
-    db = tmp_path / "q.db"
-    assert cli.main(["run", "quickstart", "--out", str(db), "--no-progress"]) == 0
-    capsys.readouterr()
-    assert cli.main(["check", str(db), "--json"]) == 0
+    assert quickstart_run.code == 0
+    assert cli.main(["check", str(quickstart_run.db), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     (liveness,) = result["liveness"]
     assert liveness["stuck"] == [] and liveness["waiting_ok"] > 0

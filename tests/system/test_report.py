@@ -24,6 +24,7 @@ from emulator.trace import TraceEvent
 from emulator.units import MIN, H, S
 from tests.support.dsl import job, run, scenario, workload
 from tests.support.report import report_of
+from tests.support.rundb import RunDb
 from tests.support.trace import store_events
 
 REQUIRED = {
@@ -337,12 +338,13 @@ def test_mast_vs_federated_high_priority_slo(seed: int, tmp_path: Path) -> None:
     assert federated[high] >= 0.1 and federated[high] > 2 * mast[high]
 
 
-def test_quickstart_keeps_gpus_over_90_percent_allocated_once_loaded(tmp_path: Path) -> None:
+def test_quickstart_keeps_gpus_over_90_percent_allocated_once_loaded(
+    quickstart_run: RunDb,
+) -> None:
     # The README's first command, in full: MAST keeps a loaded world's GPUs busy
     # (issue target > 90% from the first GPU workload that found no room).
-    db = tmp_path / "q.db"
-    assert main(["run", "quickstart", "--out", str(db), "--no-progress"]) == 0
-    report = report_of(db)
+    assert quickstart_run.code == 0
+    report = report_of(quickstart_run.db)
     assert report["invariant_violations"] == 0
     assert report["workloads"]["lost"] == 0
     assert report["loaded_from_s"] is not None

@@ -16,6 +16,7 @@ import pytest
 from actors.mast.timeline.page import embedded_json
 from emulator.cli.main import main
 from emulator.testing import run_scenario
+from tests.support.rundb import RunDb
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +52,7 @@ def test_view_embedded_json_cannot_end_its_script_element() -> None:
     assert json.loads(text) == value
 
 
-def test_view_of_quickstart_stays_under_15_mb(tmp_path: Path) -> None:
-    run = run_scenario("quickstart", out_dir=tmp_path)
+def test_view_of_quickstart_stays_under_15_mb(quickstart_run: RunDb, tmp_path: Path) -> None:
     page = tmp_path / "quickstart.html"
-    assert main(["view", str(run.db), "--out", str(page)]) == 0
+    assert main(["view", str(quickstart_run.db), "--out", str(page)]) == 0
     assert page.stat().st_size < 15_000_000
