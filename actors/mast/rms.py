@@ -5,7 +5,8 @@ For an auction it checks, in order: that the region has the hardware (else it ab
 cache (`negative_cache`); then it searches every dynamic cluster for every job (the MAST-level
 policy's `place`) and bids the plan's P_score, or abstains `unschedulable`. The plan is kept as a
 tentative reservation until the award or release, and held in the view, under a key of its own
-at the highest priority (so no plan picks it as a victim), for every later bid to see: with
+at the highest priority (so no plan picks it as a victim) and claiming its victims (no other plan
+counts on what they free: `ClusterLedger`), for every later bid to see: with
 pipelined auctions several bids are open at once, and with one auction at a time the next
 AuctionOpen can still overtake the last Award (the GMS sends both at one instant, and the network
 may reorder them). It goes into the view when the next bid reads it: most holds end before
@@ -13,11 +14,10 @@ another bid comes, and their views never change. A hold whose Award or Release n
 after `hold_ttl`. Holds (`rms.hold`) and their ends (`rms.unhold`:
 awarded, released or expired) are in the trace. A failure found while holds stand is cached only
 until one of them ends without an award: its machines may fit what failed
-(`negative_cache.forget_held`). A preempting plan's victims are not held: two holds may count on
-one victim's machines, and the CM refuses whichever plan comes second. On award it applies the plan
-to its view, sends one plan per job to the job's CM, and reports to the GMS once every job has
-started — or, if any CM refused, rolls the others back (at its dispatch timeout, a job whose CM has
-not answered counts as started if the store shows it holding machines). A job that ends before its
+(`negative_cache.forget_held`). On award it applies the plan (claiming its victims too) to its
+view, sends one plan per job to the job's CM, and reports to the GMS once every job has started —
+or, if any CM refused, rolls the others back (at its dispatch timeout, a job whose CM has not
+answered counts as started if the store shows it holding machines). A job that ends before its
 whole gang has started (preempted, failed, or a machine lost) fails the dispatch like a refused
 plan. A workload ends when all its jobs have: if one is preempted or fails, the others are stopped
 first, so the GMS re-queues it only when nothing of it runs. Cluster views are loaded when an epoch
@@ -369,7 +369,7 @@ class RegionalScheduler(LeaseHolder):
         for jp, (cluster, key) in zip(plan.jobs, self._hold_keys(auction_id), strict=True):
             if only is None or cluster == only:
                 # Priority 0 (the highest): no plan may take a hold's machines as a victim's.
-                self.views[cluster].allocate(key, 0, self.now_us, jp.gpus, jp.cpu_hosts)
+                self.views[cluster].allocate(key, 0, self.now_us, jp.gpus, jp.cpu_hosts, jp.victims)
 
     def _hold_again(self, only: str | None = None) -> None:
         """Views reloaded from the store know no holds: put the open ones back."""
@@ -417,6 +417,7 @@ class RegionalScheduler(LeaseHolder):
                 self.now_us,
                 job_plan.gpus,
                 job_plan.cpu_hosts,
+                job_plan.victims,
             )
         self.dispatching[msg.auction_id] = Dispatch(workload_id, plan, jobs)
         self.decision(

@@ -48,6 +48,16 @@ def decisions(events: Iterable[TraceEvent], type_: str) -> list[dict[str, Any]]:
     return [e.payload for e in events if e.kind == "decision" and e.type == type_]
 
 
+def delivered(events: Iterable[TraceEvent], type_: str) -> list[dict[str, Any]]:
+    """The messages of one type as delivered (a reliable send's unwrapped; resends repeat)."""
+    out = []
+    for e in events:
+        if e.kind == "deliver" and e.type == type_:
+            msg = e.payload["msg"]
+            out.append(msg["msg"] if msg.get("type") == "Reliable" else msg)
+    return out
+
+
 def leaders(events: Iterable[TraceEvent], role: str) -> list[tuple[int, str, int]]:
     """(time, instance, epoch) of every `lease.leader` claim for `role`."""
     return [

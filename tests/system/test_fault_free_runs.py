@@ -8,8 +8,12 @@ invariant. Two such mistakes hid this way until a campaign's catalogue showed
 `dispatch-failed` reached by a fault-free run: a bid placed on machines the
 RMS had just promised to an award still in flight (`test_auction_races.py`),
 and a gang's later job placed on a victim's machines without waiting for it
-(`test_gang_victims.py`). The default run checks the scenario that showed
-both; `pytest -m slow` every built-in MAST scenario but the fleet-sized ones.
+(`test_gang_victims.py`). A third needed no refusal: a bid counting on a
+victim another dispatch was already preempting, whose plan waited at its CM
+until the RMS rolled the dispatch back (its workload ended "aborted"; once
+in quickstart, `test_claimed_victims.py`). The default run checks
+tetris-rebalance and quickstart; `pytest -m slow` every built-in MAST
+scenario but the fleet-sized ones.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import pytest
 
 from emulator.registry import builtin_scenarios
 from tests.support.builtin import raw_builtin, run_raw
-from tests.support.trace import decisions
+from tests.support.trace import decisions, delivered
 
 FLEET = ("meta-day", "meta-week", "meta-scale")  # `bench day` and its peers watch those
 
@@ -46,6 +50,9 @@ def assert_no_refusals(name: str, tmp_path: Path, duration: str | None = None) -
     assert [e for e in events if e.kind == "crash"] == []
     assert decisions(events, "cm.reject") == []
     assert decisions(events, "dispatch.failed") == []
+    # A dispatch that half started and was rolled back ends its workload "aborted".
+    ended = delivered(events, "WorkloadEnded")
+    assert [m["workload_id"] for m in ended if m["reason"] == "aborted"] == []
 
 
 def test_tetris_rebalance_without_faults_refuses_nothing(tmp_path: Path) -> None:

@@ -12,7 +12,10 @@ allocation or a job row per cluster (`fleet_changes`), and the ledger
 replaces the entries of the jobs and hosts concerned by what the store holds
 now. Entries the ledger's owner made itself (an RMS's reservation for a plan
 being started, the hold of a pipelined bid) are left alone until the store
-has a row for that job or the owner releases them. At MAST's scale a full
+has a row for that job or the owner releases them. Such an entry may claim
+the victims its plan preempts: while it stands, they are in no snapshot, so no
+other plan counts on the machines they are about to give up (one victim chosen
+by two plans: the CM starts whichever comes first). At MAST's scale a full
 reload at every pass read ~160k allocation rows each time; a sync reads
 what a few minutes of starts and ends touched. What must stay true: the
 store's part of a synced ledger equals a ledger loaded afresh.
@@ -103,6 +106,7 @@ class ClusterLedger:
         self._stray_used: dict[str, int] = {}
         self._stray_busy: dict[str, int] = {}
         self.jobs: dict[tuple[str, str], Held] = {}
+        self._claimed: dict[tuple[str, str], int] = {}  # victim -> entries claiming it
         self.transit: set[str] = set()  # held by another cluster's job (module docstring)
         self._snapshot: ClusterSnapshot | None = None
         # The snapshot's parts, and what changed since they were made.
@@ -262,7 +266,7 @@ class ClusterLedger:
                 self._touch(slot)
         self._dirty_jobs = {
             k for k in self.jobs.keys() | old.jobs.keys() if self.jobs.get(k) != old.jobs.get(k)
-        }
+        } | (self._claimed.keys() ^ old._claimed.keys())
         for host, slot in self._slots.items():
             was = old._slots[host]
             slot.state, slot.taken, slot.free = was.state, was.taken, was.free
@@ -278,8 +282,13 @@ class ClusterLedger:
         started_us: int,
         gpus: Iterable[tuple[str, int]],
         cpu_hosts: Iterable[str],
+        claims: Iterable[tuple[str, str]] = (),
     ) -> None:
         held = self.jobs.setdefault(key, Held(priority, started_us))
+        for victim in claims:
+            held.claims += (victim,)
+            self._claimed[victim] = self._claimed.get(victim, 0) + 1
+            self._dirty_jobs.add(victim)
         slots, dirty = self._slots, self._dirty
         for host, n in gpus:
             held.gpus[host] = held.gpus.get(host, 0) + n
@@ -309,6 +318,9 @@ class ClusterLedger:
         held = self.jobs.pop(key, None)
         self._from_store.discard(key)
         if held is not None:
+            for victim in held.claims:
+                uncount(self._claimed, victim, 1)
+                self._dirty_jobs.add(victim)
             slots, dirty = self._slots, self._dirty
             for host, n in held.gpus.items():
                 slot = slots.get(host)
@@ -496,7 +508,7 @@ class ClusterLedger:
                 held = self.jobs.get(key)
                 old = running.get(key)
                 new = None
-                if held is not None:
+                if held is not None and key not in self._claimed:
                     new = RunningJob(
                         workload_id=key[0],
                         job=key[1],

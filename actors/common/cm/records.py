@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from actors.policies.mast.placement.snapshot import MachineState
 from store.mast.records import Machine
 
+K = TypeVar("K", bound=Hashable)
 
-def uncount(counts: dict[str, int], host: str, n: int) -> None:
-    """Take `n` off `host`'s count; a count that reaches zero leaves the map."""
-    left = counts.get(host, 0) - n
+
+def uncount(counts: dict[K, int], key: K, n: int) -> None:
+    """Take `n` off `key`'s count; a count that reaches zero leaves the map."""
+    left = counts.get(key, 0) - n
     if left > 0:
-        counts[host] = left
+        counts[key] = left
     else:
-        counts.pop(host, None)
+        counts.pop(key, None)
 
 
 def machine_state(m: Machine, gpus_free: int, cpu_free: bool, healthy: bool) -> MachineState:
@@ -85,6 +89,8 @@ class Held:
     started_us: int
     gpus: dict[str, int] = field(default_factory=dict)
     cpu_hosts: list[str] = field(default_factory=list)
+    # The jobs this holding's plan preempts (`ClusterLedger`: claimed victims).
+    claims: tuple[tuple[str, str], ...] = ()
 
     @property
     def hosts(self) -> list[str]:

@@ -50,9 +50,11 @@ def from_scratch(view: ClusterLedger) -> ClusterSnapshot:
     """The snapshot as the first version of `ClusterLedger.snapshot` built it, every time.
 
     What the jobs hold is counted afresh from their records, not read from
-    the ledger's own counters (which the rebuild reads).
+    the ledger's own counters (which the rebuild reads). A job some entry
+    claims as its plan's victim is in no snapshot.
     """
     used, busy = held_counts(view)
+    claimed = {victim for held in view.jobs.values() for victim in held.claims}
     return ClusterSnapshot(
         cluster_id=view.cluster,
         machines=tuple(
@@ -77,6 +79,7 @@ def from_scratch(view: ClusterLedger) -> ClusterSnapshot:
                 cpu_hosts=tuple(sorted(held.cpu_hosts)),
             )
             for (w, j), held in sorted(view.jobs.items())
+            if (w, j) not in claimed
         ),
     )
 
@@ -89,6 +92,7 @@ ops = st.one_of(
         st.integers(0, 7),
         st.lists(st.tuples(st.sampled_from([*HOSTS, STRAY]), st.integers(1, 4)), max_size=3),
         st.lists(st.sampled_from([*HOSTS, STRAY]), max_size=3),
+        st.lists(keys, max_size=2),  # the victims it claims
     ),
     st.tuples(st.just("release"), keys),
     st.tuples(st.just("health"), st.lists(st.sampled_from(HOSTS), max_size=3), st.booleans()),
@@ -163,8 +167,8 @@ def test_snapshot_equals_a_rebuild_after_any_changes(steps) -> None:
     view = ClusterLedger("c", machines())
     for step in steps:
         if step[0] == "allocate":
-            _, key, priority, gpus, cpus = step
-            view.allocate(key, priority, 5, gpus, cpus)
+            _, key, priority, gpus, cpus, claims = step
+            view.allocate(key, priority, 5, gpus, cpus, claims)
         elif step[0] == "release":
             view.release(step[1])
         elif step[0] == "health":
@@ -260,3 +264,21 @@ def test_a_release_that_leaves_a_machine_counted_is_caught(monkeypatch) -> None:
     monkeypatch.setattr(ClusterLedger, "release", keeps_counts)
     view.release(("w1", "a"))
     caught(view, "GPUs counted for a released job")
+
+
+def test_a_claim_that_ends_without_giving_its_victim_back_is_caught(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    view = ClusterLedger("c", machines())
+    view.allocate(("w1", "a"), 3, 5, [("r0/m1", 8)], [])
+    view.allocate(("w2", "held"), 0, 5, [("r0/m1", 4)], [], [("w1", "a")])
+    check(view)  # w1/a claimed: in no snapshot
+    real = ClusterLedger.release
+
+    def forgets_victims(self: ClusterLedger, key: tuple[str, str]):  # type: ignore[no-untyped-def]
+        held = self.jobs.get(key)
+        if held is not None:
+            held.claims = ()  # the claim's end is not passed on to its victims
+        return real(self, key)
+
+    monkeypatch.setattr(ClusterLedger, "release", forgets_victims)
+    view.release(("w2", "held"))
+    caught(view, "a victim kept out after its claim ended")

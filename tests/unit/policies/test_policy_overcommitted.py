@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -235,3 +236,46 @@ def test_a_cpu_machine_held_by_a_job_and_its_victim_stays_busy_until_both_let_go
     assert free == {"m0": False, "m1": True}
     ledger.release(("winner", "j"))
     assert all(m.cpu_free for m in ledger.snapshot().machines)
+
+
+def _gpu_machine(host: str) -> tuple[Machine, bool]:
+    return (
+        Machine(
+            host=host,
+            region="r",
+            rack="r0",
+            fault_domain="fd0",
+            gpu_type="A100",
+            gpus=GPUS_PER_MACHINE,
+            cpu_cores=64,
+            memory_gb=256,
+        ),
+        True,
+    )
+
+
+@pytest.mark.parametrize("held_gpus", [4, 8])
+def test_a_victim_claimed_by_one_plan_is_offered_to_no_other(held_gpus: int) -> None:
+    # Pipelined bids: the first bid's plan preempts V and is held (priority 0) on V's machine
+    # while V still holds it. A second bid must not count on what V frees: the hold has it.
+    ledger = ClusterLedger("c", [_gpu_machine("m0")])
+    ledger.allocate(("V", "j"), 7, 0, [("m0", GPUS_PER_MACHINE)], [])
+
+    def bid() -> JobPlan | Unschedulable:
+        req = JobRequest(
+            workload_id="B", job="j", gpu_type="A100", gpus=1, cpu_machines=0, priority=1
+        )
+        return place_job(ledger.snapshot(), req, NOW_US)
+
+    held = ("A", f"j#held-{held_gpus}")
+    ledger.allocate(held, 0, 10, [("m0", held_gpus)], [], [("V", "j")])
+    assert [j.workload_id for j in ledger.snapshot().running] == ["A"]
+    assert isinstance(bid(), Unschedulable)
+    ledger.release(held)  # the hold ends without an award: V is a candidate again
+    plan = bid()
+    assert isinstance(plan, JobPlan) and plan.victims == (("V", "j"),)
+    # Without the claim, the over-committed machine shows no GPU free, and preempting V
+    # would give back all eight of its GPUs: the second plan counts on the hold's.
+    ledger.allocate(held, 0, 10, [("m0", GPUS_PER_MACHINE)], [])
+    plan = bid()
+    assert isinstance(plan, JobPlan) and plan.victims == (("V", "j"),)
