@@ -25,7 +25,7 @@ import multiprocessing
 import re
 import tempfile
 from collections.abc import Iterator
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,6 +136,34 @@ def dask_pool(spec: ClusterSpec, jobs: int | None) -> Iterator[DaskPool]:
 
 
 # ---- what travels to a worker and back ------------------------------------------
+def fork_context() -> Any:
+    """Fork where there is fork: workers then inherit what was registered in-process
+    (plugins, systems a test registered) and start without importing everything again."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else None)
+
+
+@contextlib.contextmanager
+def process_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
+    """Local worker processes for a campaign's runs; an interrupt ends the runs in flight.
+
+    A terminal's Ctrl-C reaches the workers as well, but a SIGINT sent to this
+    process alone (`kill -INT`, a job scheduler, a test) does not: the pool
+    would wait for every run in flight to reach its end. Those runs' results
+    would be thrown away, so their workers are ended at once.
+    """
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=fork_context())
+    try:
+        yield pool
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for child in multiprocessing.active_children():
+            child.terminate()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 @dataclass(frozen=True)
 class ScenarioRef:
     """A scenario as a worker gets it: a built-in name, or a file's text and path.

@@ -19,13 +19,12 @@ with the pseudo-invariant `internal-error`, never a traceback of the sweep.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,6 +40,7 @@ from emulator.run.pools import (
     Shipped,
     dask_pool,
     land_db,
+    process_pool,
     ship_db,
     worker_tempdir,
 )
@@ -279,13 +279,6 @@ def scenario_ref(ref: str, text: str, source: str) -> ScenarioRef:
 
 
 # ---- the sweep ---------------------------------------------------------------------
-def _context() -> Any:
-    """Fork where there is fork: workers then inherit what was registered in-process
-    (plugins, systems a test registered) and start without importing everything again."""
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("fork" if "fork" in methods else None)
-
-
 def sweep(
     ref: str,
     seeds: range,
@@ -310,10 +303,9 @@ def sweep(
     ):
         if cluster is None:
             jobs = max(1, min(jobs, len(seeds)))
-            pool: Executor = ProcessPoolExecutor(max_workers=jobs, mp_context=_context())
-            # Nothing is queued beyond the runs in progress, so on Ctrl-C (which
-            # the workers get too) this returns as soon as those runs stop.
-            stack.callback(pool.shutdown, wait=True, cancel_futures=True)
+            # Nothing is queued beyond the runs in progress: on Ctrl-C the pool
+            # ends those (`process_pool`) and returns.
+            pool: Executor = stack.enter_context(process_pool(jobs))
 
             def submit(seed: int, cap: int | None) -> Future[Any]:
                 return pool.submit(run_seed, ref, seed, workdir, cap)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
 import random
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,7 +21,7 @@ from emulator.run.explore.features import Window, run_schedule, run_schedule_shi
 from emulator.run.explore.results import ExploreResult, Failure, RunRecord
 from emulator.run.explore.space import fault_space, fresh_schedule, front_load, length_field
 from emulator.run.failures import INTERNAL_ERROR
-from emulator.run.pools import ClusterSpec, dask_pool, land_db
+from emulator.run.pools import ClusterSpec, dask_pool, land_db, process_pool
 from emulator.run.runaway import RUNAWAY, events_cap
 from emulator.run.runner import remove_run_files
 from emulator.run.scenario import (
@@ -519,9 +518,6 @@ def explore(
         with dask_pool(cluster, jobs if jobs > 1 else None) as dask:
             return explorer.run(on_run, dask.executor, dask.slots)
     if jobs > 1:
-        context = multiprocessing.get_context(
-            "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-        )
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        with process_pool(jobs) as pool:
             return explorer.run(on_run, pool, jobs)
     return explorer.run(on_run)
