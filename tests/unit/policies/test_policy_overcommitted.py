@@ -209,24 +209,24 @@ def test_a_workload_over_overcommitted_views_is_placed_or_unschedulable(
 
 
 # ---- the RMS's working view keeps a machine busy while anyone holds it ---------------------
-def _cpu_machine(host: str) -> tuple[Machine, bool]:
-    return (
-        Machine(
-            host=host,
-            region="r",
-            rack="r0",
-            fault_domain="fd0",
-            gpu_type=None,
-            gpus=0,
-            cpu_cores=64,
-            memory_gb=256,
-        ),
-        True,
+def _machine(host: str, gpu_type: str | None = None) -> tuple[Machine, bool]:
+    """A healthy machine of rack r0: a CPU machine, or a GPU machine of `gpu_type`."""
+    gpus = GPUS_PER_MACHINE if gpu_type else 0
+    machine = Machine(
+        host=host,
+        region="r",
+        rack="r0",
+        fault_domain="fd0",
+        gpu_type=gpu_type,
+        gpus=gpus,
+        cpu_cores=64,
+        memory_gb=256,
     )
+    return machine, True
 
 
 def test_a_cpu_machine_held_by_a_job_and_its_victim_stays_busy_until_both_let_go() -> None:
-    ledger = ClusterLedger("c", [_cpu_machine("m0"), _cpu_machine("m1")])
+    ledger = ClusterLedger("c", [_machine("m0"), _machine("m1")])
     ledger.allocate(("victim", "j"), 7, 0, [], ["m0"])
     ledger.allocate(("winner", "j"), 1, 10, [], ["m0"])  # dispatched onto the victim's machine
     free = {m.host: m.cpu_free for m in ledger.snapshot().machines}
@@ -238,27 +238,11 @@ def test_a_cpu_machine_held_by_a_job_and_its_victim_stays_busy_until_both_let_go
     assert all(m.cpu_free for m in ledger.snapshot().machines)
 
 
-def _gpu_machine(host: str) -> tuple[Machine, bool]:
-    return (
-        Machine(
-            host=host,
-            region="r",
-            rack="r0",
-            fault_domain="fd0",
-            gpu_type="A100",
-            gpus=GPUS_PER_MACHINE,
-            cpu_cores=64,
-            memory_gb=256,
-        ),
-        True,
-    )
-
-
 @pytest.mark.parametrize("held_gpus", [4, 8])
 def test_a_victim_claimed_by_one_plan_is_offered_to_no_other(held_gpus: int) -> None:
     # Pipelined bids: the first bid's plan preempts V and is held (priority 0) on V's machine
     # while V still holds it. A second bid must not count on what V frees: the hold has it.
-    ledger = ClusterLedger("c", [_gpu_machine("m0")])
+    ledger = ClusterLedger("c", [_machine("m0", "A100")])
     ledger.allocate(("V", "j"), 7, 0, [("m0", GPUS_PER_MACHINE)], [])
 
     def bid() -> JobPlan | Unschedulable:
