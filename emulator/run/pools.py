@@ -20,9 +20,13 @@ campaign without `--cluster` never imports it.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import multiprocessing
+import os
 import re
+import signal
+import sys
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -152,7 +156,12 @@ def process_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
     would wait for every run in flight to reach its end. Those runs' results
     would be thrown away, so their workers are ended at once.
     """
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=fork_context())
+    pool = ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=fork_context(),
+        initializer=_end_with_parent,
+        initargs=(os.getpid(),),
+    )
     try:
         yield pool
     except KeyboardInterrupt:
@@ -162,6 +171,23 @@ def process_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _end_with_parent(parent: int) -> None:
+    """A pool worker ends when the process that started it does, even one killed outright.
+
+    Otherwise a worker of a campaign killed with SIGKILL would run its seed to the end (a
+    day-long run: minutes of a core) for nobody. Linux only: elsewhere a worker outlives
+    its parent by the rest of its run, then finds its queue gone and stops.
+    """
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
 
 
 @dataclass(frozen=True)

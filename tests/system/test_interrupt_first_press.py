@@ -12,6 +12,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -128,3 +129,40 @@ def test_run_stops_at_the_first_ctrl_c_while_it_builds_a_large_world(tmp_path: P
     assert code == 130 and "interrupted" in out, out
     assert not any(noise in out for noise in NOISE), out
     assert time.monotonic() - started < READY_S
+
+
+def test_the_workers_of_a_killed_sweep_end_with_it(tmp_path: Path) -> None:
+    # SIGKILL leaves no time to end anything: the workers end themselves (Linux).
+    if not sys.platform.startswith("linux"):
+        pytest.skip("workers follow their parent's death on Linux only")
+    raw = raw_builtin("quickstart")
+    raw["duration"] = "24h"
+    (tmp_path / "day.json").write_text(json.dumps(raw))
+    argv = ["sweep", "day.json", "--seeds", "1-8", "--jobs", "2"]
+    proc = subprocess.Popen([*mastemu(), *argv], cwd=tmp_path, stdout=subprocess.DEVNULL)
+    workers: list[str] = []
+    try:
+        deadline = time.monotonic() + READY_S
+        while len(workers) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            found = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
+            workers = found.stdout.split()
+        assert len(workers) == 2, workers
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while (left := [w for w in workers if _alive(int(w))]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in left:  # do not leave them running past the test
+        os.kill(int(pid), signal.SIGKILL)
+    assert left == [], "workers outlived their sweep"
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
