@@ -139,8 +139,7 @@ def dask_pool(spec: ClusterSpec, jobs: int | None) -> Iterator[DaskPool]:
         yield DaskPool(executor=executor, slots=slots)
 
 
-# ---- what travels to a worker and back ------------------------------------------
-def fork_context() -> Any:
+def _fork_context() -> Any:
     """Fork where there is fork: workers then inherit what was registered in-process
     (plugins, systems a test registered) and start without importing everything again."""
     methods = multiprocessing.get_all_start_methods()
@@ -158,7 +157,7 @@ def process_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
     """
     pool = ProcessPoolExecutor(
         max_workers=jobs,
-        mp_context=fork_context(),
+        mp_context=_fork_context(),
         initializer=_end_with_parent,
         initargs=(os.getpid(),),
     )
@@ -190,6 +189,7 @@ def _end_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+# ---- what travels to a worker and back ------------------------------------------
 @dataclass(frozen=True)
 class ScenarioRef:
     """A scenario as a worker gets it: a built-in name, or a file's text and path.
