@@ -6,8 +6,8 @@ the same. The victims stayed candidates all the while: a later bid could
 name one again and count on the machines it frees, which the first plan had
 taken. Its CM accepted the plan (the victim still ran there) and made it
 wait for the victim; once the victim stopped, the first plan took the
-machines, the second never started, and the RMS rolled its dispatch back at
-the dispatch timeout: a workload ended "aborted" in a run with no fault.
+machines, the second could not start, and the RMS rolled the rest of its
+gang back: a workload ended "aborted" in a run with no fault.
 Quickstart did this once (w000128 at 3h46m: auction 6546 named w000041
 and w000051, whom auction 6545's dispatch was already preempting), and
 twice in its first 3h50m without faults (w000019 and w000078). The
