@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from emulator.registry import builtin_scenarios
+from emulator.trace import TraceEvent
 from tests.support.builtin import raw_builtin, run_raw
 from tests.support.trace import decisions, delivered
 
@@ -39,7 +40,9 @@ def mast_builtins() -> list[str]:
     )
 
 
-def assert_no_refusals(name: str, tmp_path: Path, duration: str | None = None) -> None:
+def assert_no_refusals(name: str, tmp_path: Path, duration: str | None = None) -> list[TraceEvent]:
+    """Run built-in `name` without faults (to `duration`); assert it never refused its own
+    plans; return its trace."""
     raw = raw_builtin(name)
     raw["faults"] = []
     raw.pop("nemesis", None)
@@ -53,6 +56,7 @@ def assert_no_refusals(name: str, tmp_path: Path, duration: str | None = None) -
     # A dispatch that half started and was rolled back ends its workload "aborted".
     ended = delivered(events, "WorkloadEnded")
     assert [m["workload_id"] for m in ended if m["reason"] == "aborted"] == []
+    return events
 
 
 def test_tetris_rebalance_without_faults_refuses_nothing(tmp_path: Path) -> None:
