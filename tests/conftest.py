@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import io
 import json
 import os
@@ -19,9 +20,21 @@ from pathlib import Path
 import pytest
 
 from emulator.cli import main as cli
+from emulator.run.collector import MIDDLE, OLD, YOUNG
 from store.runs import RunMeta
 from store.trace import TraceRow
 from tests.support.rundb import RunDb, read_run_db, trace_hash_of
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The collector's settings of a run for the whole session, as `mastemu` sets them.
+
+    Tests decode whole traces and build worlds outside any run; under
+    CPython's default thresholds the collector rescans their heap again and
+    again (`emulator/run/collector.py`).
+    """
+    del config
+    gc.set_threshold(YOUNG, MIDDLE, OLD)
 
 
 @pytest.fixture(scope="session")

@@ -30,6 +30,7 @@ from emulator.cli.args import seed as _seed
 from emulator.cli.args import speed as _speed
 from emulator.cli.output import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
 from emulator.errors import InputError
+from emulator.run.collector import run_collector
 from store import StoreError
 
 
@@ -414,7 +415,8 @@ def _run(argv: Sequence[str] | None) -> int:
         "resume": running.cmd_resume,
     }
     try:
-        return commands[args.command](args)
+        with run_collector():
+            return commands[args.command](args)
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -13,6 +13,10 @@ CPython's own rule that a full collection waits until the long-lived heap
 has grown by a quarter). Measured: the same two hours in 27 CPU seconds,
 and a day's peak RSS unchanged (1,432 vs 1,443 MB): the garbage it would
 have found is small.
+
+Reading a trace back is the same story: decoding a quickstart run's 275k
+events took 2.5 s under the defaults, 0.96 s under these thresholds, so
+every `mastemu` command runs under them (`emulator/cli/main.py`).
 """
 
 from __future__ import annotations
