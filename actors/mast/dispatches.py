@@ -1,7 +1,7 @@
 """What an RMS remembers of the workloads it dispatched: plans being started, and gangs running.
 
 Both live only in the leading RMS's memory; a new leader rebuilds them from
-the store and its CMs' records (`RegionalScheduler._rebuild`).
+the store and its CMs' records (`actors/mast/takeover.py`).
 """
 
 from __future__ import annotations
@@ -42,6 +42,30 @@ def current_auction(
     if workload_id in live:
         return live[workload_id].auction_id
     return next((a for a, d in dispatching.items() if d.workload_id == workload_id), None)
+
+
+def superseded(
+    workload_id: str, auction_id: int, live: dict[str, Live], dispatching: dict[int, Dispatch]
+) -> list[tuple[int, dict[str, str], bool]]:
+    """Forget the workload's attempts under auctions other than `auction_id`, the one awarded now.
+
+    The GMS awards a workload again only once it has given up the attempt
+    before (its region went dark: `actors/mast/gms.py`); an RMS that was the
+    region's leader through the dark spell, its memory kept across a lease
+    lapse nobody else led in, still remembers that attempt. Returns, per
+    forgotten attempt, its auction, its jobs' clusters (job → cluster) and
+    whether its gang was running (rather than still being started).
+    """
+    gone: list[tuple[int, dict[str, str], bool]] = []
+    running = live.get(workload_id)
+    if running is not None and running.auction_id != auction_id:
+        del live[workload_id]
+        gone.append((running.auction_id, dict(running.clusters), True))
+    for other, d in sorted(dispatching.items()):
+        if d.workload_id == workload_id and other != auction_id:
+            del dispatching[other]
+            gone.append((other, {jp.job: jp.cluster_id for jp in d.plan.jobs}, False))
+    return gone
 
 
 def job_request(workload_id: str, job: JobSpec, priority: int) -> JobRequest:

@@ -38,7 +38,7 @@ from actors.common.cm.ledger import ClusterLedger
 from actors.common.leadership import LeaseHolder, LeaseTiming
 from actors.common.membership import ClusterChanged
 from actors.common.messages import EndReason, ExecutePlan, JobEnded, PlanResult, StopJob
-from actors.mast.dispatches import Dispatch, Live, current_auction, job_request
+from actors.mast.dispatches import Dispatch, Live, current_auction, job_request, superseded
 from actors.mast.messages import (
     Abstain,
     AuctionOpen,
@@ -50,12 +50,13 @@ from actors.mast.messages import (
     ScanStart,
     WorkloadEnded,
 )
+from actors.mast.takeover import rebuild
 from actors.policies.mast import negative_cache as ncache
 from actors.policies.mast.placement.snapshot import Unschedulable, WorkloadPlan
 from actors.policies.mast.registry import resolve
 from emulator.actor import on
 from emulator.units import Duration
-from store.mast import catalog, fleet, queue
+from store.mast import catalog, fleet
 
 
 class RMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -110,78 +111,7 @@ class RegionalScheduler(LeaseHolder):
         """A new epoch: rebuild from the store and the CMs' records, as after a restart."""
         self._forget()
         await self._refresh()
-        await self._rebuild()
-
-    async def _rebuild(self) -> None:
-        """Which workloads run here, from the store; report those that ended unseen.
-
-        A workload the queue holds as RUNNING or DISPATCHING in this region but
-        none of whose jobs still holds machines ended while no RMS was leading
-        (or its report was lost with a crashed RMS): report it now.
-
-        A dispatch this RMS was running when it went down is settled from what
-        the store shows: if every job of the workload holds machines, the gang
-        started whole and is reported so; if only some do, the plans of the
-        others died with the old RMS, so the started jobs are rolled back.
-
-        Only the current dispatch counts: a workload the GMS gave up while
-        this region was dark (`actors/mast/gms.py`) runs elsewhere or waits in the
-        queue, and is not adopted; and job rows in this region's clusters
-        that were started before the workload last went back to the queue
-        are what an earlier dispatch left (their CMs release them), not jobs
-        of the current one.
-        """
-        p = self.params
-        by_workload: dict[str, dict[str, tuple[str, str, int]]] = {}
-        for cluster in p.clusters:
-            for row in await self.store(fleet.jobs, cluster):
-                started = row.started_us if row.started_us is not None else 0
-                by_workload.setdefault(row.workload_id, {})[row.job] = (cluster, row.state, started)
-        for entry in await self.store(queue.in_states, ("DISPATCHING", "RUNNING")):
-            if entry.region != p.region or entry.auction_id is None:
-                continue
-            jobs = {
-                job: (cluster, state)
-                for job, (cluster, state, started) in by_workload.get(entry.id, {}).items()
-                if started >= entry.queued_us
-            }
-            live = {job: c for job, (c, state) in jobs.items() if state in fleet.LIVE_JOB_STATES}
-            if live and entry.state == "DISPATCHING":
-                spec = await self.store(queue.spec, entry.id)
-                names = {j.name for j in spec.jobs} if spec is not None else set()
-                # Seeded bug `rms-takeover-adopts-partial-dispatch`: a new leader takes a
-                # dispatch with any job started for one whose whole gang started.
-                if names <= live.keys() or self.bug("rms-takeover-adopts-partial-dispatch"):
-                    self.live[entry.id] = Live(entry.auction_id, live)
-                    self._report(entry.auction_id, entry.id, True, "")
-                else:
-                    self.live[entry.id] = Live(entry.auction_id, live, ending="aborted")
-                    self._stop(entry.id, entry.auction_id, live, "aborted", checkpoint=False)
-            elif live and any(state == "STOPPED" for _, state in jobs.values()):
-                # A job of the running gang ended unseen, or its end was heard by a
-                # leader whose stop orders for the rest died with it (or are now
-                # stale): stop the rest. Why it ended is not in the store; saving
-                # the others' progress costs a checkpoint and loses nothing.
-                self.live[entry.id] = Live(entry.auction_id, live, ending="failed")
-                self._stop(entry.id, entry.auction_id, live, "failed", checkpoint=True)
-            elif live:
-                # Seeded bug `rms-rebuild-forgets-running`: a new leader adopts no
-                # running workload, so their ends go unheard.
-                if not self.bug("rms-rebuild-forgets-running"):
-                    self.live[entry.id] = Live(entry.auction_id, live)
-            elif entry.state == "DISPATCHING":
-                self._report(entry.auction_id, entry.id, False, "RMS restarted mid-dispatch")
-            else:
-                done = jobs and all(state == "DONE" for _, state in jobs.values())
-                self.send_reliably(
-                    "gms",
-                    WorkloadEnded(
-                        workload_id=entry.id,
-                        auction_id=entry.auction_id,
-                        region=p.region,
-                        reason="done" if done else "failed",
-                    ),
-                )
+        await rebuild(self)
 
     async def _refresh(self) -> None:
         """Bring the region's clusters and catalog up to date with the store.
@@ -397,11 +327,24 @@ class RegionalScheduler(LeaseHolder):
         live = self.live.get(msg.workload_id)
         if msg.auction_id in self.dispatching or (live and live.auction_id == msg.auction_id):
             return  # a resent award for a dispatch already under way
+        for auction_id, clusters, running in superseded(
+            msg.workload_id, msg.auction_id, self.live, self.dispatching
+        ):
+            # What it reserved goes (the same keys are reserved again below); a gang
+            # still running is stopped (its CMs ignore the order if a later attempt runs).
+            for job, cluster in clusters.items():
+                self.views[cluster].release((msg.workload_id, job))
+            if running:
+                self.stop_jobs(msg.workload_id, auction_id, clusters, "aborted", checkpoint=True)
+            self.decision(
+                "rms.superseded",
+                {"workload": msg.workload_id, "auction": auction_id, "by": msg.auction_id},
+            )
         # The hold gives way to the dispatch's own reservation, made just below.
         self._unhold(msg.auction_id, "awarded")
         tentative = self.tentative.pop(msg.auction_id, None)
         if tentative is None or self.fence is None:
-            self._report(msg.auction_id, msg.workload_id, False, "no tentative plan")
+            self.report_dispatch(msg.auction_id, msg.workload_id, False, "no tentative plan")
             return
         opened, plan = tentative
         workload_id, priority = opened.workload_id, opened.priority
@@ -447,7 +390,7 @@ class RegionalScheduler(LeaseHolder):
         if self.bug("rms-reports-preempting-dispatch-early") and plan.preempts:
             # Seeded bug: a preempting dispatch is reported started as soon as its
             # plans go out, while they still wait for the victims' checkpoints.
-            self._report(msg.auction_id, workload_id, True, "")
+            self.report_dispatch(msg.auction_id, workload_id, True, "")
 
     @on(PlanResult)
     def plan_result(self, msg: PlanResult) -> None:
@@ -462,7 +405,7 @@ class RegionalScheduler(LeaseHolder):
                 live.clusters[msg.job] = msg.cluster
             if msg.ok:  # a job started for a dispatch already given up: stop it
                 stray = {msg.job: msg.cluster}
-                self._stop(msg.workload_id, msg.auction_id, stray, "aborted", checkpoint=False)
+                self.stop_jobs(msg.workload_id, msg.auction_id, stray, "aborted", checkpoint=False)
             return
         d.results[msg.job] = msg.ok
         if len(d.results) == len(d.plan.jobs):
@@ -493,7 +436,7 @@ class RegionalScheduler(LeaseHolder):
         clusters = {jp.job: jp.cluster_id for jp in d.plan.jobs}
         if all(d.results.values()) and not d.ended:
             self.live[d.workload_id] = Live(auction_id, clusters)
-            self._report(auction_id, d.workload_id, True, "")
+            self.report_dispatch(auction_id, d.workload_id, True, "")
             return
         # Gang: all or nothing. Free what was reserved for refused jobs and stop
         # the started ones; the GMS hears of it only once nothing of it runs.
@@ -503,12 +446,12 @@ class RegionalScheduler(LeaseHolder):
                 self.views[clusters[job]].release((d.workload_id, job))
         if not started:
             failed = ", ".join(sorted(job for job in d.results if job not in started))
-            self._report(auction_id, d.workload_id, False, f"refused or ended: {failed}")
+            self.report_dispatch(auction_id, d.workload_id, False, f"refused or ended: {failed}")
             return
         self.live[d.workload_id] = Live(auction_id, started, ending="aborted")
-        self._stop(d.workload_id, auction_id, started, "aborted", checkpoint=False)
+        self.stop_jobs(d.workload_id, auction_id, started, "aborted", checkpoint=False)
 
-    def _report(self, auction_id: int, workload_id: str, ok: bool, reason: str) -> None:
+    def report_dispatch(self, auction_id: int, workload_id: str, ok: bool, reason: str) -> None:
         self.send_reliably(
             "gms",
             Dispatched(
@@ -520,7 +463,7 @@ class RegionalScheduler(LeaseHolder):
             ),
         )
 
-    def _stop(
+    def stop_jobs(
         self,
         workload_id: str,
         auction_id: int,
@@ -577,7 +520,9 @@ class RegionalScheduler(LeaseHolder):
             # One job of a gang is gone: the rest of the workload stops too.
             live.ending = msg.reason
             ckpt = msg.reason == "preempted"
-            self._stop(msg.workload_id, live.auction_id, live.clusters, msg.reason, checkpoint=ckpt)
+            self.stop_jobs(
+                msg.workload_id, live.auction_id, live.clusters, msg.reason, checkpoint=ckpt
+            )
         # Seeded bug `rms-ends-before-gang-stops`: report the workload ended as soon
         # as one job of it did not finish, while the rest of its gang still runs.
         early = live.ending is not None and self.bug("rms-ends-before-gang-stops")

@@ -101,7 +101,7 @@ class GangBreakingRMS(RegionalScheduler):
     def plan_result(self, msg: PlanResult) -> None:
         d = self.dispatching.get(msg.auction_id)
         if d is not None and msg.ok and not d.results:
-            self._report(msg.auction_id, msg.workload_id, True, "")
+            self.report_dispatch(msg.auction_id, msg.workload_id, True, "")
         super().plan_result(msg)
 
 

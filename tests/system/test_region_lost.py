@@ -228,3 +228,37 @@ def test_store_a_machine_in_transit_is_not_a_leftover(tmp_path: Path) -> None:
             assert [(r.job, a) for r, a in standing] == [("j", None)]  # w is PENDING
 
     asyncio.run(story())
+
+
+# Found by `mastemu explore region-outage --seed 2027`: every RMS of us-east paused
+# through the dark spell, its CM too. ads-train finished at 2h13m, but its end never
+# reached an RMS; the GMS gave the region up at 2h30m (ads-train back to PENDING). The
+# RMS leader resumed at 2h39m05s under a new epoch that nobody else had led, so it kept
+# its memory (ads-train running under auction 106), won ads-train again (auction 128),
+# and took the old attempt's end, resent by the CM, for the new dispatch's: it reported
+# the dispatch failed while the new attempt had started (gang violated).
+PAUSED_THROUGH = [
+    {"action": "down", "at": "30m", "node": "region us-east", "duration": "1h"},
+    {"action": "pause", "at": "2h10m3.331957s", "target": "all of rms/us-east",
+     "duration": "29m2.396761s"},
+    {"action": "pause", "at": "2h18m58.396772s", "target": "all of cm/us-east/c0",
+     "duration": "20m"},
+    {"action": "pause", "at": "2h38m58.661177s", "target": "leader of cm/us-east/c0",
+     "duration": "3m1.338823s"},
+]  # fmt: skip
+
+
+def test_an_rms_that_led_through_the_dark_spell_forgets_the_attempts_given_up(
+    tmp_path: Path,
+) -> None:
+    result, events = outage(tmp_path, PAUSED_THROUGH)
+    assert result.status == "ok" and result.violations == []
+    lost = decision_events(events, "gms.region-lost")
+    given_up = {(w, a) for e in lost for w, a in e.workloads}
+    superseded = {e.workload: (e.auction, e.by) for e in decision_events(events, "rms.superseded")}
+    # Each workload given up and won back by us-east: its old attempt is forgotten.
+    assert superseded and all((w, old) in given_up for w, (old, _new) in superseded.items())
+    # The old attempt's end, resent once the CM came back, is dropped, not taken as the new one's.
+    stale = [(e.workload, e.job, e.auction) for e in decision_events(events, "rms.stale-end")]
+    assert ("ads-train", "trainer", 106) in stale
+    assert workload_states(result)["ads-train"] == "DONE"
