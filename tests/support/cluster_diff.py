@@ -32,6 +32,7 @@ load_plugins()
 MODELS = ("ResNet-18", "ResNet-50", "Transformer", "LM", "Recommendation", "VGG19", "BERT")
 BATCH_SIZES = (16, 32, 64, 128)
 MODES = ("static", "accordion", "gns")
+GPUS = (1, 1, 2, 3, 4, 8, 16)  # 16 is wider than most clusters
 # Arrival and run times (s) with collisions on purpose: same-instant arrivals and ends.
 ARRIVALS_S = (0, 0, 1, 30, 60, 120, 121, 600)
 DURATIONS_S = (1, 30, 59, 60, 120, 240, 600, 1800)
@@ -48,7 +49,7 @@ class TraceJobSpec:
 
     gpus: int
     arrival_s: int
-    duration_s: int
+    duration_s: float
     model: str
     batch_size: int
     mode: str
@@ -71,7 +72,7 @@ def write_trace(path: Path, jobs: list[TraceJobSpec]) -> None:
                 "%s/wd",
                 "--num_steps",
                 "1",
-                str(1000 + 10 * j.duration_s),
+                str(1000 + round(10 * j.duration_s)),
                 str(j.gpus),
                 j.mode,
                 "1",
@@ -135,27 +136,46 @@ def clusters() -> st.SearchStrategy[Cluster]:
 
 
 def traces(
-    jobs_max: int = 8, *, distinct_arrivals: bool = False
+    jobs_max: int = 8, *, generic_times: bool = False
 ) -> st.SearchStrategy[list[TraceJobSpec]]:
-    """Traces of 1..`jobs_max` jobs; `distinct_arrivals`: no two jobs submitted at one second.
+    """Traces of 1..`jobs_max` jobs; `generic_times`: no two events at one instant by construction.
 
-    With the control plane's default latencies, jobs submitted at one instant
-    reach the scheduler a few ms apart, and a policy decides on the first
-    before it sees the others (the engine sees them all at once): the
-    comparison at default latencies draws distinct arrivals.
+    By default arrivals and run times collide on purpose (`ARRIVALS_S`,
+    `DURATIONS_S`), which the zero-latency comparison wants. With the
+    control plane's default latencies, events the engine sees at one instant
+    reach the actors' scheduler a few ms apart, and a policy decides on the
+    first before it sees the others: two jobs submitted together, two jobs
+    started together with equal run times ending together (the first end
+    gives another job a placement the engine's would not), a job ending on a
+    round's boundary. So the comparison at default latencies draws
+    `generic_times`: no two arrivals in one second, and run times with a
+    fraction of a second in 10-ms steps that no two jobs share, so no two
+    ends coincide unless the schedule itself lines them up.
     """
-    arrivals = st.integers(0, 900)
+    if generic_times:
+        whole = st.sampled_from(DURATIONS_S) | st.integers(1, 3600)
+        hundredths = st.integers(1, 99)
+        durations = st.builds(lambda s, c: s + c / 100, whole, hundredths)
+        job = st.builds(
+            TraceJobSpec,
+            gpus=st.sampled_from(GPUS),
+            arrival_s=st.integers(0, 900),
+            duration_s=durations,
+            model=st.sampled_from(MODELS),
+            batch_size=st.sampled_from(BATCH_SIZES),
+            mode=st.sampled_from(MODES),
+        )
+        distinct = (lambda j: j.arrival_s, lambda j: round(j.duration_s % 1 * 100))
+        return st.lists(job, min_size=1, max_size=jobs_max, unique_by=distinct)
     job = st.builds(
         TraceJobSpec,
-        gpus=st.sampled_from((1, 1, 2, 3, 4, 8, 16)),  # 16 is wider than most clusters
-        arrival_s=arrivals if distinct_arrivals else st.sampled_from(ARRIVALS_S) | arrivals,
+        gpus=st.sampled_from(GPUS),
+        arrival_s=st.sampled_from(ARRIVALS_S) | st.integers(0, 900),
         duration_s=st.sampled_from(DURATIONS_S) | st.integers(1, 3600),
         model=st.sampled_from(MODELS),
         batch_size=st.sampled_from(BATCH_SIZES),
         mode=st.sampled_from(MODES),
     )
-    if distinct_arrivals:
-        return st.lists(job, min_size=1, max_size=jobs_max, unique_by=lambda j: j.arrival_s)
     return st.lists(job, min_size=1, max_size=jobs_max)
 
 

@@ -9,8 +9,8 @@ job agents) and through the engine (`mastemu run --engine reference`):
 - with the control plane's latency at zero (`control_latency = "zero"`),
   every job's report row (`report --jobs`: first start, end, JCT, queueing
   delay, preemptions, ρ) and every figure of the report are equal;
-- with the default latencies, on event-driven runs of traces without two
-  submissions at one instant, the average JCT is within 1% (`JCT_REL` lists
+- with the default latencies, on event-driven runs of traces whose events
+  do not coincide by construction, the average JCT is within 1% (`JCT_REL` lists
   the policies whose choices hang on milliseconds, with what was measured)
   and policies further apart than that rank the same.
 
@@ -46,16 +46,32 @@ from tests.support.cluster_diff import (
 POLICIES = names()
 # With the default latencies a decision can see progress a few ms apart from
 # the engine's and, where two choices are that close, take the other one; from
-# there the runs part. These policies make such choices (measured on 10
-# eight-job traces on 8 GPUs, actors against engine, average JCT):
-# - dally: a delay timer that an offer a millisecond later misses (up to +26%);
-# - themis: leases by finish-time fairness ρ, which moves with every ms of
-#   run time; jobs at near-equal ρ trade places (up to +9%);
-# - gandiva, gavel-maxmin, shockwave: time slices and round leases given to
-#   the jobs with the least service or the planner's choice, where equal
-#   services differ by ms (up to 3.9%).
-# The other policies decide on events and sizes, not on ms: within 1%.
-JCT_REL = {"dally": 0.3, "themis": 0.1, "gandiva": 0.05, "gavel-maxmin": 0.05, "shockwave": 0.05}
+# there the runs part. The traces avoid coincidences by construction
+# (`traces(generic_times=True)`), but a schedule still lines events up: jobs
+# started by one decision on as many GPUs attain equal services, µs apart in
+# the actors. Measured (2026-11-27) on three samples of generated traces of
+# up to 12 jobs (400, 154 and 219), actors against engine, average JCT: every
+# other policy within 0.3% on all of them; these, on a few traces each:
+# - gandiva: time slices end on quanta counted from decisions a few ms apart;
+#   jobs trade slices and part (10.8%, 3.8%);
+# - gavel-maxmin: its rounds share GPUs between equal jobs by ms of service
+#   (1.2%, 11%, 1.1%);
+# - dally, shockwave, themis, mst: choices between equal jobs that turn on ms
+#   of progress (2.3%, 2.3%, 1.2%, 1.4%).
+# Tiresias-Gittins parted by up to 78% until its policy read thresholds and the
+# service distribution with a slack (`TiresiasParams.crossing_slack_s`):
+# within 0.3% on the third sample. Before the traces drew generic times, half
+# the policies exceeded 1% (fifo +10%: two equal jobs started together ended
+# 50 µs apart in the actors and at one instant in the engine, and the next job
+# took another placement).
+JCT_REL = {
+    "gandiva": 0.2,
+    "gavel-maxmin": 0.2,
+    "dally": 0.05,
+    "shockwave": 0.05,
+    "themis": 0.03,
+    "mst": 0.03,
+}
 # Report keys that name the run rather than measure it.
 RUN_KEYS = {"engine", "trace_hash", "seed", "scenario"}
 FAST = settings(
@@ -189,9 +205,10 @@ def test_zero_latency_many_traces(
 # Event-driven only: in rounds, a job submitted at a round boundary reaches the
 # scheduler a few ms after the engine's decision at that instant and waits a
 # whole round (a 1 s job: JCT 121 s against 1 s), as it would on a real cluster.
-# And no two jobs submitted at one instant (`traces(distinct_arrivals=True)`):
-# the actors' scheduler sees the first a few ms before the others and may start
-# it (ossp: a 1 s job before the 30 s one it would run first, JCT +30%).
+# And traces without events at one instant by construction
+# (`traces(generic_times=True)`): the actors' scheduler sees the first of
+# two a few ms before the other and may decide on it alone (ossp: a 1 s job
+# started before the 30 s one it would run first, JCT +30%).
 EVENT = {"scheduling": "event"}
 # Each example is 2 runs per policy; shrinking a failure would take minutes: the
 # failing example is printed as drawn.
@@ -201,7 +218,7 @@ NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
 @settings(FAST, max_examples=3, phases=NO_SHRINK)
 @given(
     cluster=clusters(),
-    jobs=traces(distinct_arrivals=True),
+    jobs=traces(generic_times=True),
     switches=semantics(fixed=EVENT),
 )
 def test_default_latency_every_policy_close_to_the_engine_and_ranked_the_same(
@@ -214,7 +231,7 @@ def test_default_latency_every_policy_close_to_the_engine_and_ranked_the_same(
 @settings(SLOW, max_examples=20)
 @given(
     cluster=clusters(),
-    jobs=traces(jobs_max=12, distinct_arrivals=True),
+    jobs=traces(jobs_max=12, generic_times=True),
     switches=semantics(fixed=EVENT),
 )
 def test_default_latency_many_traces(

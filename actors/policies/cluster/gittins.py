@@ -119,11 +119,14 @@ class ServiceTable:
         used += quantum * (self._total - self._mass[last])
         return done / used
 
-    def ratio(self, attained: float, quantum: float) -> float:
-        """P(S − a ≤ Δ | S > a) / E[min(S − a, Δ) | S > a]; 0 once a job outlived the support."""
+    def ratio(self, attained: float, quantum: float, slack: float = 0.0) -> float:
+        """P(S − a ≤ Δ | S > a) / E[min(S − a, Δ) | S > a]; 0 once a job outlived the support.
+
+        Support points less than `slack` above `a` count as outlived too.
+        """
         if not quantum > 0:
             raise ValueError(f"gittins quantum must be > 0, got {quantum}")
-        first = bisect_right(self._values, attained)
+        first = bisect_right(self._values, attained + slack)
         if first == len(self._values):
             return 0.0
         return self._ratio_upto(

@@ -132,3 +132,13 @@ def test_invalid_inputs_are_rejected_by_name(build, message: str) -> None:
     with pytest.raises((ValueError, msgspec.ValidationError)) as err:
         build()
     assert message in str(err.value)
+
+
+def test_a_support_point_within_the_slack_above_the_attained_service_counts_as_outlived() -> None:
+    # Services 4, 8, 12 GPU-s. A job at 3.999 finishes within 4 more only if its
+    # service is 4; with a slack of 0.01 it counts as past 4, and no point lies in
+    # (4.009, 7.999]. The Tiresias policy passes its `crossing_slack_s`.
+    table = ServiceTable(distribution((4.0, 8.0, 12.0)))
+    assert table.ratio(3.999, 4.0) == pytest.approx((1 / 3) / (0.001 / 3 + 4 * 2 / 3))
+    assert table.ratio(3.999, 4.0, slack=0.01) == 0.0
+    assert table.ratio(3.999, 4.0, slack=0.0009) == table.ratio(3.999, 4.0)

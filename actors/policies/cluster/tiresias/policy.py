@@ -76,20 +76,31 @@ def waited_us(job: JobView, now_us: int) -> int:
     return max(0, now_us - job.first_start_us - job.executed_us)
 
 
-def queue_of(attained_gpu_us: int, thresholds_gpu_us: Sequence[int]) -> int:
-    """0-based queue of a job with this attained service: Q_i holds [Q_i^lo, Q_i^hi)."""
-    return bisect_right(thresholds_gpu_us, attained_gpu_us)
+def queue_of(attained_gpu_us: int, thresholds_gpu_us: Sequence[int], slack_gpu_us: int = 0) -> int:
+    """0-based queue of a job with this attained service: Q_i holds [Q_i^lo, Q_i^hi).
+
+    Service less than `slack_gpu_us` short of a threshold counts as past it
+    (`TiresiasParams.crossing_slack_s`).
+    """
+    return bisect_right(thresholds_gpu_us, attained_gpu_us + max(0, slack_gpu_us - 1))
+
+
+def _slack(job: JobView, slack_us: int) -> int:
+    """What a job attains in `crossing_slack_s` of its run time (`TiresiasParams`)."""
+    return slack_us * job.gpus
 
 
 def _thresholds_us(params: TiresiasParams) -> tuple[int, ...]:
     return tuple(round(t * US_PER_S) for t in params.queue_thresholds_gpu_s)
 
 
-def _promotable(job: JobView, reset: Reset, thr: Sequence[int], knob: float, now_us: int) -> bool:
+def _promotable(
+    job: JobView, reset: Reset, thr: Sequence[int], knob: float, now_us: int, slack_us: int
+) -> bool:
     """A waiting, once-started job outside Q1 whose δ_J ≥ PROMOTEKNOB × t_J."""
     if job.running or job.first_start_us is None:
         return False
-    if queue_of(job.attained_gpu_us - reset[0], thr) == 0:
+    if queue_of(job.attained_gpu_us - reset[0], thr, _slack(job, slack_us)) == 0:
         return False
     return waited_us(job, now_us) - reset[2] >= knob * (job.executed_us - reset[1])
 
@@ -98,7 +109,12 @@ Table = ServiceTable | SimGittinsTable
 
 
 def _priority(
-    job: JobView, reset: Reset, thr: Sequence[int], table: Table | None, by_submit: bool = False
+    job: JobView,
+    reset: Reset,
+    thr: Sequence[int],
+    table: Table | None,
+    slack_us: int,
+    by_submit: bool = False,
 ) -> tuple[int, float, int, int, int, str]:
     """Sort key: queue, then -Gittins index (0 for LAS and the last queue), then FIFO by start.
 
@@ -107,12 +123,19 @@ def _priority(
     of by start time (`equal_rank = "reallocate"`).
     """
     attained = job.attained_gpu_us - reset[0]
-    q = queue_of(attained, thr)
+    slack = _slack(job, slack_us)
+    q = queue_of(attained, thr, slack)
+    # The index steps at every service of the distribution; a job as near one as
+    # the slack counts as past it too. Two jobs started by one decision on as
+    # many GPUs attain equal services: when one ends, the other sits on its
+    # step in the engine and a few µs short of it in the actors (their starts
+    # are apart), whose index differed wholly (JCT 4.5x apart on one trace).
+    near_s = max(0, slack - 1) / US_PER_S
     gittins = 0.0
     if isinstance(table, SimGittinsTable):
-        gittins = -table.index(attained / US_PER_S)
+        gittins = -table.index(attained / US_PER_S, near_s)
     elif table is not None and q < len(thr):
-        gittins = -table.ratio(attained / US_PER_S, thr[q] / US_PER_S)
+        gittins = -table.ratio(attained / US_PER_S, thr[q] / US_PER_S, near_s)
     if by_submit:
         return (q, gittins, 0, 0, job.submit_us, job.job_id)
     if job.first_start_us is None:
@@ -130,6 +153,7 @@ def _next_wake(
     thr: Sequence[int],
     knob: float | None,
     floor_us: int,
+    slack_us: int,
 ) -> int | None:
     """The next threshold crossing of a job running after `done`, or the next promotion."""
     now = view.now_us
@@ -139,7 +163,7 @@ def _next_wake(
     for job in view.jobs:
         reset = resets.get(job.job_id, _NO_RESET)
         attained = job.attained_gpu_us - reset[0]
-        q = queue_of(attained, thr)
+        q = queue_of(attained, thr, _slack(job, slack_us))
         runs = (job.running and job.job_id not in preempted) or job.job_id in started
         if runs and q < len(thr):
             times.append(now + max(floor_us, math.ceil((thr[q] - attained) / job.gpus)))
@@ -165,18 +189,21 @@ def _decide(
     services: tuple[float, ...],
 ) -> tuple[Decision, TiresiasState]:
     thr = _thresholds_us(params)
+    floor_us = round(params.wake_min_s * US_PER_S)
+    slack_us = round(params.crossing_slack_s * US_PER_S)
     live = {j.job_id for j in view.jobs}
     resets = {k: v for k, v in state.resets.items() if k in live}
     knob = params.promote_knob
     if knob is not None:
         for job in view.jobs:
-            if _promotable(job, resets.get(job.job_id, _NO_RESET), thr, knob, view.now_us):
+            reset = resets.get(job.job_id, _NO_RESET)
+            if _promotable(job, reset, thr, knob, view.now_us, slack_us):
                 waited = waited_us(job, view.now_us)
                 resets[job.job_id] = (job.attained_gpu_us, job.executed_us, waited, view.now_us)
     # Reallocation is for an order by rank: LAS (no table) keeps its FIFO by start.
     reallocate = table is not None and view.equal_rank == "reallocate"
     keys = {
-        j.job_id: _priority(j, resets.get(j.job_id, _NO_RESET), thr, table, reallocate)
+        j.job_id: _priority(j, resets.get(j.job_id, _NO_RESET), thr, table, slack_us, reallocate)
         for j in view.jobs
     }
     order = sorted(view.jobs, key=lambda j: keys[j.job_id])
@@ -200,7 +227,7 @@ def _decide(
     decision = Decision(
         preempt=done.preempt,
         start=done.start,
-        wake_at_us=_next_wake(view, done, resets, thr, knob, round(params.wake_min_s * US_PER_S)),
+        wake_at_us=_next_wake(view, done, resets, thr, knob, floor_us, slack_us),
     )
     return decision, TiresiasState(resets=resets, services_gpu_s=services)
 

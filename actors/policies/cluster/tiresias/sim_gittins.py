@@ -79,7 +79,10 @@ class SimGittinsTable:
         e = round(used / survivors, 5)
         return round(p * 1_000_000 / e, 4) if e > 0 else 0.0
 
-    def index(self, attained: float) -> float:
-        """The index at `attained` GPU·s: its snapped support point's; 0 past the last point."""
-        k = bisect_right(self._values, attained)
+    def index(self, attained: float, slack: float = 0.0) -> float:
+        """The index at `attained` GPU·s: its snapped support point's; 0 past the last point.
+
+        Support points less than `slack` above `attained` count as passed.
+        """
+        k = bisect_right(self._values, attained + slack)
         return self._ranks[k] if k < len(self._values) else 0.0
