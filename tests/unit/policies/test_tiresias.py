@@ -103,13 +103,9 @@ def test_no_preemption_within_a_queue_and_wake_at_the_running_jobs_demotion() ->
     assert decision.wake_at_us == 800 * S
 
 
-@pytest.mark.parametrize(("wake_min_s", "wake_s"), [(1.0, 101.0), (0.25, 100.25)])
-def test_self_wake_ups_have_a_floor(wake_min_s: float, wake_s: float) -> None:
-    # A is 8 GPU-µs short of 3200 GPU-s on 8 GPUs: it would cross in 1 µs, but
-    # if its GPUs are still draining its service does not grow; the policy
-    # asks again no sooner than `wake_min_s` (read without the crossing slack,
-    # which would count A as past the threshold).
-    a = JobView(
+def on_all_eight(attained_gpu_us: int) -> JobView:
+    """Job "a" running on both machines of `machines(0, 0)` (8 GPUs), 400 s in."""
+    return JobView(
         job_id="a",
         gpus=8,
         model="resnet50",
@@ -118,9 +114,18 @@ def test_self_wake_ups_have_a_floor(wake_min_s: float, wake_s: float) -> None:
         duration_us=10**6 * S,
         first_start_us=0,
         placement=(("m000", 4), ("m001", 4)),
-        attained_gpu_us=3200 * S - 8,
+        attained_gpu_us=attained_gpu_us,
         executed_us=400 * S,
     )
+
+
+@pytest.mark.parametrize(("wake_min_s", "wake_s"), [(1.0, 101.0), (0.25, 100.25)])
+def test_self_wake_ups_have_a_floor(wake_min_s: float, wake_s: float) -> None:
+    # A is 8 GPU-µs short of 3200 GPU-s on 8 GPUs: it would cross in 1 µs, but
+    # if its GPUs are still draining its service does not grow; the policy
+    # asks again no sooner than `wake_min_s` (read without the crossing slack,
+    # which would count A as past the threshold).
+    a = on_all_eight(3200 * S - 8)
     params = TiresiasParams(wake_min_s=wake_min_s, crossing_slack_s=0.0)
     decision, _ = LAS.decide(view(100, machines(0, 0), a), TiresiasState(), params)
     assert decision.wake_at_us == round(wake_s * S)
@@ -129,18 +134,7 @@ def test_self_wake_ups_have_a_floor(wake_min_s: float, wake_s: float) -> None:
 @pytest.mark.parametrize(("short_s", "wake_s"), [(1.5, 101.5), (3.0, 103.0)])
 def test_self_wake_ups_are_at_the_crossing(short_s: float, wake_s: float) -> None:
     # A runs on 8 GPUs, `short_s` seconds of its GPUs short of 3200 GPU-s.
-    a = JobView(
-        job_id="a",
-        gpus=8,
-        model="resnet50",
-        submit_us=0,
-        queued_since_us=0,
-        duration_us=10**6 * S,
-        first_start_us=0,
-        placement=(("m000", 4), ("m001", 4)),
-        attained_gpu_us=(3200 - 8 * short_s) * S,
-        executed_us=400 * S,
-    )
+    a = on_all_eight(round((3200 - 8 * short_s) * S))
     decision, _ = LAS.decide(view(100, machines(0, 0), a), TiresiasState(), TiresiasParams())
     assert decision.wake_at_us == round(wake_s * S)
 
@@ -156,22 +150,10 @@ def test_a_job_a_few_ms_short_of_its_threshold_counts_as_past_it(
     # Less than `crossing_slack_s` short, A is in Q2 and B (Q1, waiting) takes
     # its GPUs; otherwise A stays ahead of B (FIFO by start in Q1) and the
     # policy asks to be woken at the crossing, no sooner than 1 s (the floor,
-    # `test_self_wake_ups_have_a_floor`). The actors start
-    # a job a few ms after the decision and the engine at it, so at the
-    # wake-up asked for A was a few ms short in one (the differential tests:
-    # JCT +33%).
-    a = JobView(
-        job_id="a",
-        gpus=8,
-        model="resnet50",
-        submit_us=0,
-        queued_since_us=0,
-        duration_us=10**6 * S,
-        first_start_us=0,
-        placement=(("m000", 4), ("m001", 4)),
-        attained_gpu_us=3200 * S - 8 * short_ms * 1000,
-        executed_us=400 * S,
-    )
+    # `test_self_wake_ups_have_a_floor`). The actors start a job a few ms after
+    # the decision and the engine at it, so at the wake-up asked for A was a few
+    # ms short in one (the differential tests: JCT +33%).
+    a = on_all_eight(3200 * S - 8 * short_ms * 1000)
     b = job("b", 8, submit_s=50)
     params = TiresiasParams(crossing_slack_s=slack_s)
     decision, _ = LAS.decide(view(100, machines(0, 0), a, b), TiresiasState(), params)
