@@ -47,7 +47,7 @@ def current_auction(
 def superseded(
     workload_id: str, auction_id: int, live: dict[str, Live], dispatching: dict[int, Dispatch]
 ) -> list[tuple[int, dict[str, str], bool]]:
-    """Forget the workload's attempts under auctions other than `auction_id`, the one awarded now.
+    """Forget the workload's attempts under auctions before `auction_id`, the one awarded now.
 
     The GMS awards a workload again only once it has given up the attempt
     before (its region went dark: `actors/mast/gms.py`); an RMS that was the
@@ -55,14 +55,18 @@ def superseded(
     lapse nobody else led in, still remembers that attempt. Returns, per
     forgotten attempt, its auction, its jobs' clusters (job → cluster) and
     whether its gang was running (rather than still being started).
+
+    Only earlier auctions (ids grow): an award resent by a deposed GMS leader
+    can arrive after a later attempt began, and supersedes nothing (explore:
+    power-domain, where it stopped the running gang).
     """
     gone: list[tuple[int, dict[str, str], bool]] = []
     running = live.get(workload_id)
-    if running is not None and running.auction_id != auction_id:
+    if running is not None and running.auction_id < auction_id:
         del live[workload_id]
         gone.append((running.auction_id, dict(running.clusters), True))
     for other, d in sorted(dispatching.items()):
-        if d.workload_id == workload_id and other != auction_id:
+        if d.workload_id == workload_id and other < auction_id:
             del dispatching[other]
             gone.append((other, {jp.job: jp.cluster_id for jp in d.plan.jobs}, False))
     return gone

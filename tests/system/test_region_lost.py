@@ -25,7 +25,7 @@ from store.mast.records import DynamicCluster, JobSpec, Machine, Tenant, Workloa
 from store.mast.schema import MAST_SCHEMA
 from tests.support.builtin import Run, raw_builtin, run_raw
 from tests.support.dsl import workload_states
-from tests.support.trace import decision_events, events_of, job_starts, store_events
+from tests.support.trace import decision_events, delivered, events_of, job_starts, store_events
 
 
 def outage(tmp_path: Path, faults: list[dict[str, Any]], kind: str = "mast") -> Run:
@@ -262,3 +262,28 @@ def test_an_rms_that_led_through_the_dark_spell_forgets_the_attempts_given_up(
     stale = [(e.workload, e.job, e.auction) for e in decision_events(events, "rms.stale-end")]
     assert ("ads-train", "trainer", 106) in stale
     assert workload_states(result)["ads-train"] == "DONE"
+
+
+# Found by explore on power-domain, against the first version of the rule above: the
+# RMS leader of us-east crashes as tagger's award (auction 3) is sent, and the GMS
+# leader pauses for 6m25s. The new GMS leader awards tagger again (auction 4), which
+# runs; at 6m35s the deposed GMS wakes and resends its award 3. Taken as superseding
+# auction 4, it stopped the running gang, and tagger stayed RUNNING with nothing
+# running (no-lost-workload at the end).
+STALE_AWARD = [
+    {"action": "crash", "at": "10.520511s", "target": "leader of rms/us-east",
+     "restart_after": "4m39.285114s"},
+    {"action": "pause", "at": "11.000231s", "target": "leader of gms",
+     "duration": "6m24.781341s"},
+]  # fmt: skip
+
+
+def test_an_award_resent_by_a_deposed_gms_supersedes_no_later_attempt(tmp_path: Path) -> None:
+    raw = raw_builtin("power-domain")
+    raw["faults"] = STALE_AWARD
+    result, events = run_raw(raw, tmp_path / "run.db")
+    assert result.status == "ok" and result.violations == []
+    awards = [d for d in delivered(events, "Award") if d["workload_id"] == "tagger"]
+    assert [a["auction_id"] for a in awards][-1] == 3  # the late resend came
+    assert decision_events(events, "rms.superseded") == []
+    assert workload_states(result)["tagger"] == "DONE"
