@@ -36,6 +36,9 @@ clocks restart: its service counts from the promotion, and Q1 orders it as
 if it started then (the authors' simulator appends it to Q1). The state
 keeps these restart points. The policy asks to be woken when a running job
 will cross its queue's threshold or a waiting job will become promotable.
+Ours, not the paper's: a job less than `crossing_slack_s` of its run time
+short of a threshold, or of a point of the service distribution, counts as
+past it (`TiresiasParams`).
 """
 
 from __future__ import annotations
