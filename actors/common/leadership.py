@@ -74,6 +74,7 @@ class LeaseHolder(Actor):
     # The epoch whose leader state this incarnation holds (rebuilt by `on_lead`,
     # or kept across a lapse that nobody else led in).
     ready_epoch: int | None = None
+    resumed: bool = False  # `ready_epoch` moved on with the state kept: `on_resume` is due
     _started: bool = False
 
     @property
@@ -92,6 +93,13 @@ class LeaseHolder(Actor):
 
     async def on_lead(self) -> None:
         """Rebuild the leader state for a newly led epoch (from the store and below)."""
+
+    async def on_resume(self) -> None:
+        """A new epoch led with the last one's state kept (nobody led in between).
+
+        What this role decided stands, but others may have acted on it meanwhile
+        (the GMS gives a dark region's workloads up): a subclass checks that here.
+        """
 
     async def acquire(self) -> Fence | None:
         """Take or renew the lease; returns the fence it holds, or None.
@@ -124,6 +132,7 @@ class LeaseHolder(Actor):
             self.decision("lease.leader", {"role": self.role, "epoch": lease.epoch})
             if self.ready_epoch is not None and lease.epoch == self.ready_epoch + 1:
                 self.ready_epoch = lease.epoch
+                self.resumed = True
         self.fence = Fence(self.role, self.address, lease.epoch)
         self.lease_until_us = lease.expires_at_us
         return self.fence
@@ -138,11 +147,17 @@ class LeaseHolder(Actor):
             return None
         if self.ready_epoch != fence.epoch:
             self.ready_epoch = fence.epoch
+            self.resumed = False
             await self.on_lead()
             if self._started:
                 # A follower taking over ignored the hardware news meanwhile
                 # (a restarted watcher is told by the kernel when it starts).
                 self.replay_hardware()
+        elif self.resumed:
+            # Kept across a lapse (`acquire`), maybe inside a handler: checked here,
+            # between handlers, at the latest one renewal period later.
+            self.resumed = False
+            await self.on_resume()
         return fence if self.leading else None
 
     async def current_fence(self) -> Fence | None:

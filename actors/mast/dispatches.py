@@ -46,30 +46,23 @@ def current_auction(
 
 def superseded(
     workload_id: str, auction_id: int, live: dict[str, Live], dispatching: dict[int, Dispatch]
-) -> list[tuple[int, dict[str, str], bool]]:
-    """Forget the workload's attempts under auctions before `auction_id`, the one awarded now.
+) -> list[int]:
+    """The auctions before `auction_id` (awarded now) under which the workload is remembered.
 
     The GMS awards a workload again only once it has given up the attempt
     before (its region went dark: `actors/mast/gms.py`); an RMS that was the
     region's leader through the dark spell, its memory kept across a lease
-    lapse nobody else led in, still remembers that attempt. Returns, per
-    forgotten attempt, its auction, its jobs' clusters (job → cluster) and
-    whether its gang was running (rather than still being started).
+    lapse nobody else led in, may still remember that attempt.
 
     Only earlier auctions (ids grow): an award resent by a deposed GMS leader
     can arrive after a later attempt began, and supersedes nothing (explore:
     power-domain, where it stopped the running gang).
     """
-    gone: list[tuple[int, dict[str, str], bool]] = []
+    gone = sorted(a for a, d in dispatching.items() if d.workload_id == workload_id)
     running = live.get(workload_id)
-    if running is not None and running.auction_id < auction_id:
-        del live[workload_id]
-        gone.append((running.auction_id, dict(running.clusters), True))
-    for other, d in sorted(dispatching.items()):
-        if d.workload_id == workload_id and other < auction_id:
-            del dispatching[other]
-            gone.append((other, {jp.job: jp.cluster_id for jp in d.plan.jobs}, False))
-    return gone
+    if running is not None:
+        gone.append(running.auction_id)
+    return sorted(a for a in gone if a < auction_id)
 
 
 def job_request(workload_id: str, job: JobSpec, priority: int) -> JobRequest:

@@ -56,7 +56,7 @@ from actors.policies.mast.placement.snapshot import Unschedulable, WorkloadPlan
 from actors.policies.mast.registry import resolve
 from emulator.actor import on
 from emulator.units import Duration
-from store.mast import catalog, fleet
+from store.mast import catalog, fleet, queue
 
 
 class RMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -112,6 +112,44 @@ class RegionalScheduler(LeaseHolder):
         self._forget()
         await self._refresh()
         await rebuild(self)
+
+    async def on_resume(self) -> None:
+        """Forget the attempts the GMS gave up while this leader's lease lapsed.
+
+        A workload remembered as dispatching or running here under an auction
+        the queue no longer holds it at (its region was given up: it waits, or
+        runs elsewhere) is not this region's any more: its reservations go and
+        a gang still running is stopped, or it runs on beside its new attempt
+        (region-outage with the RMSs and CM of us-east paused 25 min: 32 GPUs
+        of a given-up gang ran 30 min more). Its later reports are stale.
+        """
+        current = {
+            e.id: e.auction_id
+            for e in await self.store(queue.in_states, ("DISPATCHING", "RUNNING"))
+            if e.region == self.params.region
+        }
+        gone = [(w, live.auction_id) for w, live in self.live.items()]
+        gone += [(d.workload_id, a) for a, d in self.dispatching.items()]
+        for workload_id, auction_id in sorted(gone):
+            if current.get(workload_id) != auction_id:
+                self._forget_attempt(workload_id, auction_id, current.get(workload_id))
+
+    def _forget_attempt(self, workload_id: str, auction_id: int, by: int | None) -> None:
+        """Drop a remembered attempt the GMS no longer counts on (`superseded`, `on_resume`)."""
+        live = self.live.get(workload_id)
+        if live is not None and live.auction_id == auction_id:
+            del self.live[workload_id]
+            clusters, running = live.clusters, True
+        else:
+            d = self.dispatching.pop(auction_id)
+            clusters, running = {jp.job: jp.cluster_id for jp in d.plan.jobs}, False
+        # What it reserved goes; a gang still running is stopped (its CMs ignore the
+        # order if a later attempt runs).
+        for job, cluster in clusters.items():
+            self.views[cluster].release((workload_id, job))
+        if running:
+            self.stop_jobs(workload_id, auction_id, clusters, "aborted", checkpoint=True)
+        self.decision("rms.superseded", {"workload": workload_id, "auction": auction_id, "by": by})
 
     async def _refresh(self) -> None:
         """Bring the region's clusters and catalog up to date with the store.
@@ -327,19 +365,8 @@ class RegionalScheduler(LeaseHolder):
         live = self.live.get(msg.workload_id)
         if msg.auction_id in self.dispatching or (live and live.auction_id == msg.auction_id):
             return  # a resent award for a dispatch already under way
-        for auction_id, clusters, running in superseded(
-            msg.workload_id, msg.auction_id, self.live, self.dispatching
-        ):
-            # What it reserved goes (the same keys are reserved again below); a gang
-            # still running is stopped (its CMs ignore the order if a later attempt runs).
-            for job, cluster in clusters.items():
-                self.views[cluster].release((msg.workload_id, job))
-            if running:
-                self.stop_jobs(msg.workload_id, auction_id, clusters, "aborted", checkpoint=True)
-            self.decision(
-                "rms.superseded",
-                {"workload": msg.workload_id, "auction": auction_id, "by": msg.auction_id},
-            )
+        for auction_id in superseded(msg.workload_id, msg.auction_id, self.live, self.dispatching):
+            self._forget_attempt(msg.workload_id, auction_id, msg.auction_id)
         # The hold gives way to the dispatch's own reservation, made just below.
         self._unhold(msg.auction_id, "awarded")
         tentative = self.tentative.pop(msg.auction_id, None)

@@ -287,3 +287,29 @@ def test_an_award_resent_by_a_deposed_gms_supersedes_no_later_attempt(tmp_path: 
     assert [a["auction_id"] for a in awards][-1] == 3  # the late resend came
     assert decision_events(events, "rms.superseded") == []
     assert workload_states(result)["tagger"] == "DONE"
+
+
+# The RMSs and the CM of us-east paused 25 min, no hardware fault: the GMS gives the
+# region up at 31m10s and logs-train (32 GPUs) starts again in us-west. The RMS leader
+# resumes its epoch with its memory kept; it used to let attempt 1 run on in us-east to
+# its natural end at 61m44s, beside attempt 2.
+PAUSED_RMS_AND_CM = [
+    {"action": "pause", "at": "20m", "target": "all of rms/us-east", "duration": "25m"},
+    {"action": "pause", "at": "20m", "target": "all of cm/us-east/c0", "duration": "25m"},
+]
+
+
+def test_a_resumed_rms_stops_the_gangs_the_gms_gave_up_meanwhile(tmp_path: Path) -> None:
+    result, events = outage(tmp_path, PAUSED_RMS_AND_CM)
+    assert result.status == "ok" and result.violations == []
+    (lost,) = decision_events(events, "gms.region-lost")
+    given_up = {(w, a) for w, a in lost.workloads}
+    forgotten = {(e.workload, e.auction) for e in decision_events(events, "rms.superseded")}
+    assert ("logs-train", 2) in given_up and forgotten == given_up
+    resumed_us = 45 * MIN
+    exits = {e.dst: e.t_us for e in events_of(events, "exit") if e.dst.startswith("agent/")}
+    # Attempt 1 stops once the RMS is back (its checkpoint, then the agent leaves),
+    # while attempt 2 runs in us-west.
+    assert resumed_us < exits["agent/logs-train/trainer/1"] < resumed_us + 2 * MIN
+    assert [s.cluster for s in job_starts(events, "logs-train")][-1].startswith("us-west")
+    assert workload_states(result)["logs-train"] == "DONE"
