@@ -44,6 +44,13 @@ def current_auction(
     return next((a for a, d in dispatching.items() if d.workload_id == workload_id), None)
 
 
+def remembered(live: dict[str, Live], dispatching: dict[int, Dispatch]) -> list[tuple[str, int]]:
+    """(workload, auction) of every attempt an RMS remembers: running gangs and dispatches."""
+    attempts = [(w, g.auction_id) for w, g in live.items()]
+    attempts += [(d.workload_id, a) for a, d in dispatching.items()]
+    return sorted(attempts)
+
+
 def superseded(
     workload_id: str, auction_id: int, live: dict[str, Live], dispatching: dict[int, Dispatch]
 ) -> list[int]:
@@ -58,11 +65,7 @@ def superseded(
     can arrive after a later attempt began, and supersedes nothing (explore:
     power-domain, where it stopped the running gang).
     """
-    gone = sorted(a for a, d in dispatching.items() if d.workload_id == workload_id)
-    running = live.get(workload_id)
-    if running is not None:
-        gone.append(running.auction_id)
-    return sorted(a for a in gone if a < auction_id)
+    return [a for w, a in remembered(live, dispatching) if w == workload_id and a < auction_id]
 
 
 def job_request(workload_id: str, job: JobSpec, priority: int) -> JobRequest:

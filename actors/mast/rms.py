@@ -38,7 +38,14 @@ from actors.common.cm.ledger import ClusterLedger
 from actors.common.leadership import LeaseHolder, LeaseTiming
 from actors.common.membership import ClusterChanged
 from actors.common.messages import EndReason, ExecutePlan, JobEnded, PlanResult, StopJob
-from actors.mast.dispatches import Dispatch, Live, current_auction, job_request, superseded
+from actors.mast.dispatches import (
+    Dispatch,
+    Live,
+    current_auction,
+    job_request,
+    remembered,
+    superseded,
+)
 from actors.mast.messages import (
     Abstain,
     AuctionOpen,
@@ -128,9 +135,7 @@ class RegionalScheduler(LeaseHolder):
             for e in await self.store(queue.in_states, ("DISPATCHING", "RUNNING"))
             if e.region == self.params.region
         }
-        gone = [(w, live.auction_id) for w, live in self.live.items()]
-        gone += [(d.workload_id, a) for a, d in self.dispatching.items()]
-        for workload_id, auction_id in sorted(gone):
+        for workload_id, auction_id in remembered(self.live, self.dispatching):
             if current.get(workload_id) != auction_id:
                 self._forget_attempt(workload_id, auction_id, current.get(workload_id))
 

@@ -122,7 +122,7 @@ class ServiceTable:
     def ratio(self, attained: float, quantum: float, slack: float = 0.0) -> float:
         """P(S − a ≤ Δ | S > a) / E[min(S − a, Δ) | S > a]; 0 once a job outlived the support.
 
-        Support points less than `slack` above `a` count as outlived too.
+        Support points at most `slack` above `a` count as outlived too.
         """
         if not quantum > 0:
             raise ValueError(f"gittins quantum must be > 0, got {quantum}")

@@ -79,18 +79,20 @@ def waited_us(job: JobView, now_us: int) -> int:
     return max(0, now_us - job.first_start_us - job.executed_us)
 
 
-def queue_of(attained_gpu_us: int, thresholds_gpu_us: Sequence[int], slack_gpu_us: int = 0) -> int:
+def queue_of(attained_gpu_us: int, thresholds_gpu_us: Sequence[int], reach_gpu_us: int = 0) -> int:
     """0-based queue of a job with this attained service: Q_i holds [Q_i^lo, Q_i^hi).
 
-    Service less than `slack_gpu_us` short of a threshold counts as past it
-    (`TiresiasParams.crossing_slack_s`).
+    Service at most `reach_gpu_us` short of a threshold counts as past it (`_reach`).
     """
-    return bisect_right(thresholds_gpu_us, attained_gpu_us + max(0, slack_gpu_us - 1))
+    return bisect_right(thresholds_gpu_us, attained_gpu_us + reach_gpu_us)
 
 
-def _slack(job: JobView, slack_us: int) -> int:
-    """What a job attains in `crossing_slack_s` of its run time (`TiresiasParams`)."""
-    return slack_us * job.gpus
+def _reach(job: JobView, slack_us: int) -> int:
+    """How far short of a threshold or a service point a job counts as past it, GPU-µs.
+
+    Less than what it attains in `crossing_slack_s` of its run time (`TiresiasParams`).
+    """
+    return max(0, slack_us * job.gpus - 1)
 
 
 def _thresholds_us(params: TiresiasParams) -> tuple[int, ...]:
@@ -103,7 +105,7 @@ def _promotable(
     """A waiting, once-started job outside Q1 whose δ_J ≥ PROMOTEKNOB × t_J."""
     if job.running or job.first_start_us is None:
         return False
-    if queue_of(job.attained_gpu_us - reset[0], thr, _slack(job, slack_us)) == 0:
+    if queue_of(job.attained_gpu_us - reset[0], thr, _reach(job, slack_us)) == 0:
         return False
     return waited_us(job, now_us) - reset[2] >= knob * (job.executed_us - reset[1])
 
@@ -126,19 +128,18 @@ def _priority(
     of by start time (`equal_rank = "reallocate"`).
     """
     attained = job.attained_gpu_us - reset[0]
-    slack = _slack(job, slack_us)
-    q = queue_of(attained, thr, slack)
+    reach = _reach(job, slack_us)
+    q = queue_of(attained, thr, reach)
     # The index steps at every service of the distribution; a job as near one as
     # the slack counts as past it too. Two jobs started by one decision on as
     # many GPUs attain equal services: when one ends, the other sits on its
     # step in the engine and a few µs short of it in the actors (their starts
     # are apart), whose index differed wholly (JCT 4.5x apart on one trace).
-    near_s = max(0, slack - 1) / US_PER_S
     gittins = 0.0
     if isinstance(table, SimGittinsTable):
-        gittins = -table.index(attained / US_PER_S, near_s)
+        gittins = -table.index(attained / US_PER_S, reach / US_PER_S)
     elif table is not None and q < len(thr):
-        gittins = -table.ratio(attained / US_PER_S, thr[q] / US_PER_S, near_s)
+        gittins = -table.ratio(attained / US_PER_S, thr[q] / US_PER_S, reach / US_PER_S)
     if by_submit:
         return (q, gittins, 0, 0, job.submit_us, job.job_id)
     if job.first_start_us is None:
@@ -166,7 +167,7 @@ def _next_wake(
     for job in view.jobs:
         reset = resets.get(job.job_id, _NO_RESET)
         attained = job.attained_gpu_us - reset[0]
-        q = queue_of(attained, thr, _slack(job, slack_us))
+        q = queue_of(attained, thr, _reach(job, slack_us))
         runs = (job.running and job.job_id not in preempted) or job.job_id in started
         if runs and q < len(thr):
             times.append(now + max(floor_us, math.ceil((thr[q] - attained) / job.gpus)))

@@ -82,7 +82,7 @@ class SimGittinsTable:
     def index(self, attained: float, slack: float = 0.0) -> float:
         """The index at `attained` GPU·s: its snapped support point's; 0 past the last point.
 
-        Support points less than `slack` above `attained` count as passed.
+        Support points at most `slack` above `attained` count as passed.
         """
         k = bisect_right(self._values, attained + slack)
         return self._ranks[k] if k < len(self._values) else 0.0
