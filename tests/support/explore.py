@@ -13,10 +13,17 @@ from emulator.run.explore.results import ExploreResult
 from emulator.run.explore.search import Explorer
 
 
-def calm_witness(tmp_path: Path, bug: str, bugs: list[str], **system: Any) -> Path:
-    """`bug`'s witness without its faults, with `bugs` on and `system` keys set."""
+def calm_witness(
+    tmp_path: Path, bug: str, bugs: list[str], duration: str | None = None, **system: Any
+) -> Path:
+    """`bug`'s witness without its faults, with `bugs` on and `system` keys set.
+
+    `duration` cuts the run short (a search's cost is its runs' length).
+    """
     raw = json.loads(witness_path(bug).read_text())
     raw["faults"] = []
+    if duration is not None:
+        raw["duration"] = duration
     raw["bugs"] = bugs
     raw["system"].update(system)
     path = tmp_path / "calm.json"

@@ -42,6 +42,7 @@ from tests.support.cluster_diff import (
     traces,
     write_trace,
 )
+from tests.support.examples import examples
 
 POLICIES = names()
 # With the default latencies a decision can see progress a few ms apart from
@@ -75,14 +76,14 @@ JCT_REL = {
 # Report keys that name the run rather than measure it.
 RUN_KEYS = {"engine", "trace_hash", "seed", "scenario"}
 FAST = settings(
-    max_examples=4,
+    max_examples=examples(4),
     deadline=None,
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 SLOW = settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -180,7 +181,7 @@ def test_zero_latency_actors_and_engine_report_the_same_jobs(
 @pytest.mark.slow
 @pytest.mark.parametrize("core", core_switches(), ids=lambda c: "-".join(map(str, c.values())))
 @pytest.mark.parametrize("policy", POLICIES)
-@settings(SLOW, max_examples=5)
+@settings(SLOW, max_examples=examples(5))
 @given(cluster=clusters(), jobs=traces(jobs_max=12), data=st.data())
 def test_zero_latency_every_combination_of_the_core_switches(
     policy: str,
@@ -215,7 +216,7 @@ EVENT = {"scheduling": "event"}
 NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
 
 
-@settings(FAST, max_examples=3, phases=NO_SHRINK)
+@settings(FAST, max_examples=examples(3), phases=NO_SHRINK)
 @given(
     cluster=clusters(),
     jobs=traces(generic_times=True),
@@ -228,7 +229,7 @@ def test_default_latency_every_policy_close_to_the_engine_and_ranked_the_same(
 
 
 @pytest.mark.slow
-@settings(SLOW, max_examples=20)
+@settings(SLOW, max_examples=examples(20))
 @given(
     cluster=clusters(),
     jobs=traces(jobs_max=12, generic_times=True),

@@ -34,6 +34,7 @@ from emulator.registry import builtin_scenarios
 from emulator.run import scenario
 from emulator.run.runner import RunPlan, plan_run
 from emulator.run.scenario import Scenario, convert_scenario
+from tests.support.examples import examples
 
 LEASE_PATH = builtin_scenarios()["leader-lease"]
 LEASE_TEXT = LEASE_PATH.read_text(encoding="utf-8")
@@ -411,7 +412,7 @@ def validate(raw: Any) -> Scenario | InputError:
         return error
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(raw=st.one_of(st.dictionaries(KEYS, VALUES, max_size=10), VALUES))
 def test_scenario_random_documents_give_a_scenario_or_a_scenario_error(raw: Any) -> None:
     validate(raw)
@@ -466,7 +467,7 @@ def mutated_lease(
     return doc
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(raw=mutated_lease())
 def test_scenario_mutated_leader_lease_gives_a_scenario_or_a_scenario_error(
     raw: dict[str, Any],
@@ -484,7 +485,7 @@ def _dotted(path: tuple[Any, ...]) -> str:
     return out
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(data=st.data())
 def test_scenario_an_inserted_unknown_key_is_named_by_its_full_path(data: st.DataObject) -> None:
     doc = copy.deepcopy(LEASE_RAW)
@@ -538,7 +539,7 @@ PLAIN_VALUES = st.recursive(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(
     raw=mutated_lease(PLAIN_VALUES, st.one_of(st.sampled_from(KNOWN_KEYS), SAFE_KEYS)),
     key=SAFE_KEYS.filter(lambda k: k not in KNOWN_KEYS),

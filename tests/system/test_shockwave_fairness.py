@@ -114,9 +114,9 @@ def _run(policy: str, seed: int, shrink: int = SHRINK) -> dict[str, Any]:
     return out
 
 
-@pytest.fixture(scope="module", params=[1, 3])
+@pytest.fixture(scope="module", params=[pytest.param(1, marks=pytest.mark.slow), 3])
 def runs(request: pytest.FixtureRequest) -> dict[str, dict[str, Any]]:
-    """The policies on one seed (seed 3 is the hardest of the eight above)."""
+    """The policies on one seed (seed 3, the hardest of the eight above, in the default run)."""
     return {p: _run(p, request.param) for p in POLICIES + BASELINES}
 
 

@@ -39,6 +39,7 @@ from actors.cluster.jobs import (
 from actors.common.messages import Pace
 from actors.policies.cluster.api import Start, TraceJob
 from store.mast.records import Machine
+from tests.support.examples import examples
 
 HOSTS = {"h0": 4, "h1": 2}
 MACHINES = [
@@ -160,14 +161,14 @@ def actions(accounts: dict[str, JobAccount], cm: CM, now: int) -> list[tuple[str
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.data())
 def test_the_claims_and_the_cm_agree(data: st.DataObject) -> None:
     run_model(data)
 
 
 @pytest.mark.slow
-@settings(max_examples=5_000, deadline=None)
+@settings(max_examples=examples(2500), deadline=None)
 @given(st.data())
 def test_the_claims_and_the_cm_agree_at_length(data: st.DataObject) -> None:
     run_model(data)

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from emulator.net.flows import DEFAULT_QOS_WEIGHTS, FluidNetwork, Link, flow_path
 from emulator.units import S
+from tests.support.examples import examples
 
 MB = 1_000_000  # bytes
 FAST = 1e12  # bytes/s: a capacity that is never the bottleneck
@@ -493,7 +494,7 @@ def check_rates(n: FluidNetwork, specs: dict[int, FlowSpec]) -> None:
         ), f"flow {fid} neither capped nor max-min bottlenecked"
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(worlds())
 def test_prop_capacity_and_max_min(
     world: tuple[FluidNetwork, list[FlowSpec], list[tuple[str, str]]],
@@ -513,7 +514,7 @@ def test_prop_capacity_and_max_min(
         check_rates(n, by_id)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(worlds(), st.data())
 def test_prop_bytes_conserved(
     world: tuple[FluidNetwork, list[FlowSpec], list[tuple[str, str]]], data: st.DataObject
@@ -574,7 +575,7 @@ def test_prop_bytes_conserved(
     assert n.active() == []
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(worlds(), st.randoms(use_true_random=False))
 def test_prop_start_order_does_not_matter(
     world: tuple[FluidNetwork, list[FlowSpec], list[tuple[str, str]]], rnd: random.Random
@@ -590,7 +591,7 @@ def test_prop_start_order_does_not_matter(
     assert run_to_end(n1) == run_to_end(n2)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(worlds(), st.integers(0, 10**13))
 def test_prop_one_big_advance_equals_stepping(
     world: tuple[FluidNetwork, list[FlowSpec], list[tuple[str, str]]], t_end: int

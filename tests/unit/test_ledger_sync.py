@@ -22,6 +22,7 @@ from store.mast import fleet
 from store.mast.queue import Fence
 from store.mast.records import DynamicCluster, Machine
 from store.mast.schema import MAST_SCHEMA
+from tests.support.examples import examples
 
 T = TypeVar("T")
 CLUSTERS = ("c0", "c1")
@@ -179,7 +180,7 @@ async def history(ops: list[tuple[Any, ...]]) -> None:
                 assert contents(ledgers[c]) == contents(fresh), (c, op)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(250), deadline=None)
 @given(OPS)
 def test_a_synced_ledger_holds_what_a_fresh_load_holds(ops: list[tuple[Any, ...]]) -> None:
     asyncio.run(history(ops))

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from emulator.commands import Envelope
 from emulator.mailbox import Mailbox
+from tests.support.examples import examples
 
 
 class ScanMailbox:
@@ -46,7 +47,7 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(250), deadline=None)
 @given(OPS)
 def test_every_receive_returns_what_a_scan_of_the_arrival_order_would(ops: list) -> None:
     fast, slow = Mailbox(), ScanMailbox()

@@ -10,6 +10,7 @@ from actors.policies.mast.placement.capacity import ClusterIndex, has_index, ind
 from actors.policies.mast.placement.snapshot import ClusterSnapshot, MachineState, RunningJob
 from store.mast.fleet import Allocation, JobRow
 from store.mast.records import GPUS_PER_MACHINE, Machine
+from tests.support.examples import examples
 from tests.support.placement_index import index_state
 
 HOSTS = [f"r{i % 3}/m{i}" for i in range(10)]
@@ -161,7 +162,7 @@ def caught(view: ClusterLedger, what: str) -> None:
     raise AssertionError(f"{what} went unnoticed")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(ops, max_size=30))
 def test_snapshot_equals_a_rebuild_after_any_changes(steps) -> None:
     view = ClusterLedger("c", machines())

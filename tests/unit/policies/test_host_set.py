@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.policies.mast.placement.overlay import FOLD_AFTER, HostSet
+from tests.support.examples import examples
 
 HOSTS = [f"h{i}" for i in range(40)]
 
@@ -28,7 +29,7 @@ def test_many_changes_fold_into_the_base() -> None:
     assert s == {f"x{i}" for i in range(FOLD_AFTER + 1, 4 * FOLD_AFTER)}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.frozensets(st.sampled_from(HOSTS)),
     st.lists(st.dictionaries(st.sampled_from(HOSTS), st.booleans(), max_size=12), max_size=30),

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from actors.policies.mast.placement.machines import CHUNK, MachineRow
 from actors.policies.mast.placement.snapshot import ClusterSnapshot, MachineState
+from tests.support.examples import examples
 
 
 def state(i: int, free: int = 8) -> MachineState:
@@ -22,7 +23,7 @@ def state(i: int, free: int = 8) -> MachineState:
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.integers(0, 3 * CHUNK + 5),
     st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 8)), max_size=20),

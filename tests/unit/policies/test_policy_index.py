@@ -31,6 +31,7 @@ from actors.policies.mast.placement.snapshot import (
 from emulator.units import H
 from store.mast.records import GPUS_PER_MACHINE
 from tests.support import placement_reference as reference
+from tests.support.examples import examples
 from tests.support.placement_index import index_state
 
 NOW_US = 1_000 * H
@@ -130,7 +131,7 @@ def _same(a: object, b: object) -> None:
         assert a.score == b.score  # type: ignore[union-attr]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(clusters(), requests, st.booleans())
 def test_place_job_equals_the_reference(cluster, req, allow) -> None:
     _same(
@@ -140,7 +141,7 @@ def test_place_job_equals_the_reference(cluster, req, allow) -> None:
     assert placement.choose_victims(cluster, req) == reference.choose_victims(cluster, req)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(st.integers(0, 3), min_size=0, max_size=4, unique=True).flatmap(
         lambda ids: st.tuples(*(clusters(f"c{i}") for i in ids))
@@ -167,7 +168,7 @@ def test_place_workload_equals_the_reference(cluster_list, jobs, allow) -> None:
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(75), deadline=None)
 @given(clusters(), st.lists(requests, min_size=1, max_size=3))
 def test_apply_equals_the_index_of_the_applied_snapshot(cluster, jobs) -> None:
     derived = index_of(cluster)
@@ -188,7 +189,7 @@ def test_apply_equals_the_index_of_the_applied_snapshot(cluster, jobs) -> None:
         assert index_state(derived) == index_state(ClusterIndex.build(cluster))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.dictionaries(st.sampled_from([f"h{i}" for i in range(12)]), st.integers(0, 8)),
     st.dictionaries(st.sampled_from([f"h{i}" for i in range(12)]), st.integers(0, 8)),

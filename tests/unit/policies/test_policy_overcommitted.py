@@ -32,6 +32,7 @@ from actors.policies.mast.placement.snapshot import (
     WorkloadPlan,
 )
 from store.mast.records import GPUS_PER_MACHINE, Machine
+from tests.support.examples import examples
 
 NOW_US = 10 * 3_600 * 1_000_000
 
@@ -50,7 +51,7 @@ def pools(draw) -> tuple[dict[str, int], dict[str, str]]:
     return units, rack_of
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(pools(), st.data())
 def test_a_pool_picks_exactly_what_it_is_asked_from_what_it_holds(
     pool_input: tuple[dict[str, int], dict[str, str]], data: st.DataObject
@@ -65,7 +66,7 @@ def test_a_pool_picks_exactly_what_it_is_asked_from_what_it_holds(
     assert all(0 < n <= units[h] for h, n in picked)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(pools(), st.data())
 def test_a_pool_updated_in_place_equals_one_built_anew(
     pool_input: tuple[dict[str, int], dict[str, str]], data: st.DataObject
@@ -169,7 +170,7 @@ def _within_what_victims_free(cluster: ClusterSnapshot, plan: JobPlan) -> None:
         assert by_host[host].cpu_free or host in freed_cpus
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(overcommitted(), requests)
 def test_placement_never_asks_a_pool_for_more_than_it_holds(
     cluster: ClusterSnapshot, req: JobRequest
@@ -182,7 +183,7 @@ def test_placement_never_asks_a_pool_for_more_than_it_holds(
         assert isinstance(out, Unschedulable)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(75), deadline=None)
 @given(
     st.lists(overcommitted(), min_size=1, max_size=3), st.lists(requests, min_size=1, max_size=3)
 )

@@ -24,6 +24,7 @@ from actors.policies.mast.placement.snapshot import (
     WorkloadPlan,
 )
 from store.mast.records import GPUS_PER_MACHINE
+from tests.support.examples import examples
 
 NOW_US = 1_000 * 3_600 * 1_000_000
 
@@ -148,7 +149,7 @@ def check_plan(cluster: ClusterSnapshot, req: JobRequest, plan: JobPlan) -> None
             assert free_gpus + sum(gpu_freed.values()) - min(gpu_freed.values()) < req.gpus
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(75), deadline=None)
 @given(clusters(), requests)
 def test_place_job_plans_are_sound(cluster: ClusterSnapshot, req: JobRequest) -> None:
     out = place_job(cluster, req, NOW_US)
@@ -168,7 +169,7 @@ def test_place_job_plans_are_sound(cluster: ClusterSnapshot, req: JobRequest) ->
         assert choose_victims(cluster, req) is None
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(clusters(), min_size=1, max_size=3), st.lists(requests, min_size=1, max_size=3))
 def test_workload_plans_never_double_book(cluster_list, jobs) -> None:
     cluster_list = [

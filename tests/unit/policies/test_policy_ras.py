@@ -22,6 +22,7 @@ from actors.policies.mast.ras import (
     kind_of,
 )
 from store.mast.records import Machine
+from tests.support.examples import examples
 
 Assignment = dict[str, str | None]
 Score = tuple[int, int, int, int]  # capacity gap, buffer gap, churn, assigned
@@ -148,7 +149,7 @@ def tiny_instances(draw: st.DrawFn) -> tuple[list[RasMachine], list[ClusterSpec]
     return machines, [a, spec("b", ml=False, cpu=draw(st.integers(0, 3)))]
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(tiny_instances())
 def test_random_tiny_instances_match_brute_force(
     inst: tuple[list[RasMachine], list[ClusterSpec]],
@@ -320,7 +321,7 @@ def feasible_instances(draw: st.DrawFn) -> tuple[list[RasMachine], list[ClusterS
     return machines, specs, target
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(feasible_instances())
 def test_losing_any_fault_domain_leaves_every_cluster_its_intent(
     inst: tuple[list[RasMachine], list[ClusterSpec], Assignment],

@@ -32,6 +32,7 @@ from actors.policies.mast.tetris.cost import (
     tetris_cost,
 )
 from actors.policies.mast.tetris.plan import TetrisMove, TetrisPlan, evaluate_move, plan_tetris
+from tests.support.examples import examples
 
 SIG_1 = 1.0 / (1.0 + math.exp(-1.0))  # 0.7310585786...
 SIG_15 = 1.0 / (1.0 + math.exp(-1.5))  # 0.8175744762...
@@ -454,7 +455,7 @@ def instances(draw: st.DrawFn) -> Instance:
     return snap(tables, jobs, regions), params, before, move
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(instances())
 def test_incremental_delta_equals_full_recomputation(inst: Instance) -> None:
     s, params, earlier, (name, dst) = inst
@@ -474,7 +475,7 @@ def test_incremental_delta_equals_full_recomputation(inst: Instance) -> None:
             assert got == pytest.approx(want, rel=1e-9, abs=1e-9)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(75), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(instances())
 def test_the_gains_of_a_pass_add_up_to_its_cost_drop(inst: Instance) -> None:
     s, params, _, _ = inst

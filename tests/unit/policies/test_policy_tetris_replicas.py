@@ -23,6 +23,7 @@ from actors.policies.mast.tetris.replicas import (
     plan_replicas,
 )
 from store.mast.records import PRIORITY_LOWEST
+from tests.support.examples import examples
 
 PARAMS = TetrisParams(home_threshold=0.0)
 
@@ -277,7 +278,7 @@ def warehouses(draw: st.DrawFn) -> TetrisSnapshot:
     return snap(tables, jobs, regions)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(warehouses(), st.sampled_from((0.2, 1.0)), st.integers(1, 3), st.data())
 def test_replicas_never_push_a_region_over_its_capacity(
     s: TetrisSnapshot, share: float, hot_min: int, data: st.DataObject

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from store import Store, leases
 from store.events import event_name
 from store.leases import Lease, LeaseGrant
+from tests.support.examples import examples
 
 ROLE = "rms/us-east"
 TTL = 10_000_000  # 10 s
@@ -194,7 +195,7 @@ async def run_interleaving(ops: list[tuple[str, str, int, int, int]]) -> None:
         assert await leases.get(s, ROLE) == model
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(75), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
 def test_random_interleavings_keep_one_holder_per_epoch_and_fence(
     ops: list[tuple[str, str, int, int, int]],
