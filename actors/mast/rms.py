@@ -452,14 +452,20 @@ class RegionalScheduler(LeaseHolder):
         # A job whose result has not come may have started all the same (its CM's
         # answer lost, or late: this RMS was paused): the store says. Such a job is
         # stopped like a started one, so that the GMS gets the workload back only
-        # once nothing of it runs; the others count as refused.
+        # once nothing of it runs; the others count as refused. A live row of an
+        # earlier attempt (given up while its CM was dark, still running there) is
+        # not this dispatch's start.
         for jp in d.plan.jobs:
             if jp.job not in d.results:
-                row = await self.store(fleet.job, d.workload_id, jp.job)
-                d.results[jp.job] = (
-                    row is not None
-                    and row.state in fleet.LIVE_JOB_STATES
-                    and row.cluster == jp.cluster_id
+                rows = await self.store(
+                    fleet.dispatches,
+                    jp.cluster_id,
+                    self.params.region,
+                    fleet.LIVE_JOB_STATES,
+                    d.workload_id,
+                )
+                d.results[jp.job] = any(
+                    row.job == jp.job and serves == msg.auction_id for row, serves in rows
                 )
         self._settle(msg.auction_id, d)
 

@@ -313,3 +313,31 @@ def test_a_resumed_rms_stops_the_gangs_the_gms_gave_up_meanwhile(tmp_path: Path)
     assert resumed_us < exits["agent/logs-train/trainer/1"] < resumed_us + 2 * MIN
     assert [s.cluster for s in job_starts(events, "logs-train")][-1].startswith("us-west")
     assert workload_states(result)["logs-train"] == "DONE"
+
+
+def test_a_dispatch_timed_out_while_its_cm_is_dark_is_not_started_by_the_given_up_attempt(
+    tmp_path: Path,
+) -> None:
+    # us-east's RMSs are back at 45m, its CM only at 80m. ads-train's attempt 1,
+    # given up at 31m10s, still runs in us-east/c0 (its CM cannot be told); the
+    # RMS wins ads-train again and its dispatch times out with the CM still dark.
+    # The store's live row of attempt 1 is no start of that dispatch (reported
+    # started, ads-train ran with no machines for two hours: gang, no-lost-workload).
+    faults = [
+        {"action": "pause", "at": "20m", "target": "all of rms/us-east", "duration": "25m"},
+        {"action": "pause", "at": "20m", "target": "all of cm/us-east/c0", "duration": "60m"},
+    ]
+    result, events = outage(tmp_path, faults)
+    assert result.status == "ok" and result.violations == []
+    reports = [m for m in told_gms(events, "us-east") if m.get("workload_id") == "ads-train"]
+    dispatched = [(m["auction_id"], m["ok"]) for m in reports if m["type"] == "Dispatched"]
+    cm_back_us = 80 * MIN
+    awards = {
+        e.auction: e.t_us
+        for e in decision_events(events, "auction.award")
+        if e.workload == "ads-train"
+    }
+    # Every dispatch awarded and timed out while the CM was dark failed.
+    dark = [a for a, t in awards.items() if t > 31 * MIN and t + 15 * MIN < cm_back_us]
+    assert dark and all((a, False) in dispatched for a in dark)
+    assert workload_states(result)["ads-train"] == "DONE"
