@@ -59,7 +59,7 @@ from actors.mast.messages import (
 )
 from actors.mast.takeover import rebuild
 from actors.policies.mast import negative_cache as ncache
-from actors.policies.mast.placement.snapshot import Unschedulable, WorkloadPlan
+from actors.policies.mast.placement.snapshot import JobPlan, Unschedulable, WorkloadPlan
 from actors.policies.mast.registry import resolve
 from emulator.actor import on
 from emulator.units import Duration
@@ -457,17 +457,23 @@ class RegionalScheduler(LeaseHolder):
         # not this dispatch's start.
         for jp in d.plan.jobs:
             if jp.job not in d.results:
-                rows = await self.store(
-                    fleet.dispatches,
-                    jp.cluster_id,
-                    self.params.region,
-                    fleet.LIVE_JOB_STATES,
-                    d.workload_id,
-                )
-                d.results[jp.job] = any(
-                    row.job == jp.job and serves == msg.auction_id for row, serves in rows
-                )
+                d.results[jp.job] = await self._started_for(msg.auction_id, d.workload_id, jp)
         self._settle(msg.auction_id, d)
+
+    async def _started_for(self, auction_id: int, workload_id: str, jp: JobPlan) -> bool:
+        """Whether the store has the job live for this dispatch (no answer came from its CM)."""
+        if self.bug("rms-timeout-takes-old-attempt"):
+            # Seeded bug: any live row of the job in its cluster, an earlier attempt's too.
+            row = await self.store(fleet.job, workload_id, jp.job)
+            return (
+                row is not None
+                and row.state in fleet.LIVE_JOB_STATES
+                and row.cluster == jp.cluster_id
+            )
+        rows = await self.store(
+            fleet.dispatches, jp.cluster_id, self.params.region, fleet.LIVE_JOB_STATES, workload_id
+        )
+        return any(row.job == jp.job and serves == auction_id for row, serves in rows)
 
     def _settle(self, auction_id: int, d: Dispatch) -> None:
         del self.dispatching[auction_id]

@@ -163,6 +163,25 @@ def _rms_dark() -> dict[str, Any]:
     return raw
 
 
+def _cm_darker_than_rms() -> dict[str, Any]:
+    """East (W's data only there) dark from 10 min: its RMSs for 15 min, its CM for 45.
+
+    The GMS gives east up; W is won by east again once its RMS is back, and
+    that dispatch times out with the CM still dark and W's first attempt still
+    recorded live in the same cluster.
+    """
+    raw = scenario(
+        [workload("W", "hi", 0, job(gpus=8, work=2 * H))],
+        tables=[{"name": "t", "size_bytes": 1, "home_region": "east", "replicas": []}],
+        duration="80m",
+    )
+    raw["faults"] = [
+        {"action": "pause", "at": "10m", "target": "all of rms/east", "duration": "15m"},
+        {"action": "pause", "at": "10m", "target": "all of cm/east/c0", "duration": "45m"},
+    ]
+    return raw
+
+
 def _gms_failover_mid_dispatch() -> dict[str, Any]:
     """H's job a starts at once, its job b waits 4 min for L's checkpoint; the GMS dies then."""
     raw = scenario(
@@ -378,6 +397,16 @@ ZOO: tuple[ZooBug, ...] = (
         "deep",
         "auction",
         _rms_dark,
+        chaos_caught=0,
+        chaos_first_seed=None,
+    ),
+    ZooBug(
+        "rms-timeout-takes-old-attempt",
+        "an RMS whose dispatch hears nothing from its CM takes a live job of the "
+        "workload's given-up attempt in that cluster for the new attempt's start",
+        "deep",
+        "gang",
+        _cm_darker_than_rms,
         chaos_caught=0,
         chaos_first_seed=None,
     ),
