@@ -409,6 +409,9 @@ ZOO: tuple[ZooBug, ...] = (
         _cm_darker_than_rms,
         chaos_caught=0,
         chaos_first_seed=None,
+        # With its data replicated everywhere a workload given up goes to another region.
+        family_overrides=(("system.data_placement", "home-only"),),
+        family_caught=0,
     ),
 )
 
