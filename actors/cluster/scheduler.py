@@ -464,10 +464,13 @@ class ClusterScheduler(LeaseHolder):
 
     async def _preempt(self, a: JobAccount) -> None:
         order = preempt(a, self.now_us)
+        # Saved whatever the order: a withdrawn deferred start left in the store
+        # would come back with a new leader, holding GPUs given to another job
+        # (explore: dally-racks, a host overbooked after failovers).
+        await self._save(a)
         if order == "withdraw":
             self.offers.pop(a.job_id, None)
         elif order == "stop":
-            await self._save(a)
             # Always with a checkpoint: without preemption costs it is free (the
             # run's pace has `checkpoint_us` 0), not skipped. A stop without one
             # would send the job back to its last checkpoint, and a preempted job
