@@ -2,7 +2,9 @@
 
 Every submitted workload is in exactly one state; state changes start from
 the state it is in; at the end nothing sits RUNNING with none of its jobs
-holding machines; a workload goes DONE only once every one of its jobs
+holding machines (for the grace after the last fault event as well: a
+control plane still dark when the run ends had no chance to hear its jobs
+end, which is for liveness to judge); a workload goes DONE only once every one of its jobs
 finished its work (was released DONE) since its last award, so a gang that
 lost a job cannot end as if it had not.
 """
@@ -28,12 +30,14 @@ class LostWorkloadChecker(StoreChecker):
         "fleet.release": "on_release",
     }
     tracks_queue = True
+    kinds = ("store", "fault")
 
     def __init__(self) -> None:
         super().__init__()
         self.alive: dict[str, set[str]] = {}
         self.idle_since: dict[str, int] = {}
         self.now_us = 0
+        self.heal_us = 0  # the last fault event (`emulator/liveness.py`: the final heal)
         # Each workload's jobs, and how each ended (released DONE or STOPPED)
         # since the workload's last award: a DONE workload needs all of them DONE.
         self.jobs: dict[str, list[str]] = {}
@@ -41,6 +45,9 @@ class LostWorkloadChecker(StoreChecker):
 
     def observe(self, event: TraceEvent) -> list[str]:
         self.now_us = event.t_us
+        if event.kind == "fault":
+            self.heal_us = event.t_us
+            return []
         return super().observe(event)
 
     def at_end(self, t_us: int) -> None:
@@ -113,5 +120,5 @@ class LostWorkloadChecker(StoreChecker):
         return [
             f"{wid} is RUNNING but none of its jobs has held machines since {since} µs"
             for wid, since in sorted(self.idle_since.items())
-            if self.now_us - since > self.grace_us
+            if self.now_us - max(since, self.heal_us) > self.grace_us
         ]

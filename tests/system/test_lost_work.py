@@ -160,3 +160,28 @@ def test_an_idle_running_workload_is_judged_at_the_history_end_not_its_last_read
         "W is RUNNING but none of its jobs has held machines since 10000000 µs"
     ]
     assert check_events(events[:-2], [LostWorkloadChecker()]) == []  # the end right after
+
+
+def test_an_idle_running_workload_gets_the_grace_after_the_last_fault_event_too() -> None:
+    # As above, with the control plane paused until (near) the run's end: whoever
+    # would hear W's job end is dark, so W's idleness is not judged until a grace
+    # after the last fault event (explore's grid: a pause of all of gms for the
+    # run's last 70 minutes flagged every workload whose jobs ended meanwhile).
+    solo = ("W", "trainer")
+    history = [
+        store_call(0, "queue.submit", _spec(*solo), 5, 0),
+        AWARD,
+        _start(2, "trainer"),
+        RUNNING,
+        _release(10_000_000, "trainer", "STOPPED"),
+    ]
+    end = TraceEvent(0, 7_200_000_000, "run", "", "", "end", "ok")
+
+    def judged(fault_at_us: int) -> list[str]:
+        pause = TraceEvent(0, fault_at_us, "fault", "", "", "pause.start", {"actor": "gms/0"})
+        return [m for *_, m in check_events([*history, pause, end], [LostWorkloadChecker()])]
+
+    assert judged(6_900_000_000) == []  # paused 5 minutes before the end
+    assert judged(1_000_000_000) == [  # long healed: lost
+        "W is RUNNING but none of its jobs has held machines since 10000000 µs"
+    ]
