@@ -138,23 +138,27 @@ def test_a_job_end_a_crashed_cm_never_got_through_is_reported_by_the_next_leader
     assert done[-1] == "DONE"
 
 
+END_AT_2_H = TraceEvent(0, 7_200_000_000, "run", "", "", "end", "ok")
+
+
+def _ended_at_10_s() -> list[TraceEvent]:
+    """W awarded and running, its only job released STOPPED at 10 s."""
+    return [
+        store_call(0, "queue.submit", _spec("W", "trainer"), 5, 0),
+        AWARD,
+        _start(2, "trainer"),
+        RUNNING,
+        _release(10_000_000, "trainer", "STOPPED"),
+    ]
+
+
 def test_an_idle_running_workload_is_judged_at_the_history_end_not_its_last_read_event() -> None:
     # W runs, its only job ends at 10 s, and nothing the checker reads happens after:
     # lease renewals and the run's end come later. Judged at the end (2 h), W is lost.
     # (The tracer hands the checker only the types it reads, so the last event it
     # sees can be hours before the end: judged there, W would look in transit.)
     renewal = store_call(7_000_000_000, "lease.acquire", "rms/east", "rms/east/0", 0, 1)
-    end = TraceEvent(0, 7_200_000_000, "run", "", "", "end", "ok")
-    solo = ("W", "trainer")
-    events = [
-        store_call(0, "queue.submit", _spec(*solo), 5, 0),
-        AWARD,
-        _start(2, "trainer"),
-        RUNNING,
-        _release(10_000_000, "trainer", "STOPPED"),
-        renewal,
-        end,
-    ]
+    events = [*_ended_at_10_s(), renewal, END_AT_2_H]
     found = check_events(events, [LostWorkloadChecker()])
     assert [m for *_, m in found] == [
         "W is RUNNING but none of its jobs has held machines since 10000000 µs"
@@ -167,19 +171,10 @@ def test_an_idle_running_workload_gets_the_grace_after_the_last_fault_event_too(
     # would hear W's job end is dark, so W's idleness is not judged until a grace
     # after the last fault event (explore's grid: a pause of all of gms for the
     # run's last 70 minutes flagged every workload whose jobs ended meanwhile).
-    solo = ("W", "trainer")
-    history = [
-        store_call(0, "queue.submit", _spec(*solo), 5, 0),
-        AWARD,
-        _start(2, "trainer"),
-        RUNNING,
-        _release(10_000_000, "trainer", "STOPPED"),
-    ]
-    end = TraceEvent(0, 7_200_000_000, "run", "", "", "end", "ok")
-
     def judged(fault_at_us: int) -> list[str]:
         pause = TraceEvent(0, fault_at_us, "fault", "", "", "pause.start", {"actor": "gms/0"})
-        return [m for *_, m in check_events([*history, pause, end], [LostWorkloadChecker()])]
+        events = [*_ended_at_10_s(), pause, END_AT_2_H]
+        return [m for *_, m in check_events(events, [LostWorkloadChecker()])]
 
     assert judged(6_900_000_000) == []  # paused 5 minutes before the end
     assert judged(1_000_000_000) == [  # long healed: lost
