@@ -2,11 +2,11 @@
 
 Every submitted workload is in exactly one state; state changes start from
 the state it is in; at the end nothing sits RUNNING with none of its jobs
-holding machines (for the grace after the last fault event as well: a
+holding machines for a grace, counted after the last fault event too (a
 control plane still dark when the run ends had no chance to hear its jobs
-end, which is for liveness to judge); a workload goes DONE only once every one of its jobs
-finished its work (was released DONE) since its last award, so a gang that
-lost a job cannot end as if it had not.
+end: that is for liveness to judge); a workload goes DONE only once every
+one of its jobs finished its work (was released DONE) since its last award,
+so a gang that lost a job cannot end as if it had not.
 """
 
 from __future__ import annotations

@@ -13,9 +13,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from actors.common.cm.manager import ClusterManager
 from actors.common.cm.recovery import CMRecovery
 from actors.mast.gms import GlobalScheduler
+from actors.mast.rms import RMSParams
 from actors.mast.system import MastSystem
 from emulator.registry import register_system
 from emulator.units import MIN
@@ -332,12 +335,17 @@ def test_a_dispatch_timed_out_while_its_cm_is_dark_is_not_started_by_the_given_u
     reports = [m for m in told_gms(events, "us-east") if m.get("workload_id") == "ads-train"]
     dispatched = [(m["auction_id"], m["ok"]) for m in reports if m["type"] == "Dispatched"]
     cm_back_us = 80 * MIN
+    (lost,) = decision_events(events, "gms.region-lost")
+    timeout_us = next(
+        int(f.default) for f in msgspec.structs.fields(RMSParams) if f.name == "dispatch_timeout"
+    )
     awards = {
         e.auction: e.t_us
         for e in decision_events(events, "auction.award")
         if e.workload == "ads-train"
     }
-    # Every dispatch awarded and timed out while the CM was dark failed.
-    dark = [a for a, t in awards.items() if t > 31 * MIN and t + 15 * MIN < cm_back_us]
+    # Every dispatch awarded after the region was given up and timed out while the
+    # CM was dark failed.
+    dark = [a for a, t in awards.items() if t > lost.t_us and t + timeout_us < cm_back_us]
     assert dark and all((a, False) in dispatched for a in dark)
     assert workload_states(result)["ads-train"] == "DONE"
