@@ -120,6 +120,11 @@ def preemption_story(
     )
 
 
+def pause(target: str, at: str, duration: str) -> dict[str, Any]:
+    """A `pause` fault of `target` at `at` for `duration` (its state kept)."""
+    return {"action": "pause", "at": at, "target": target, "duration": duration}
+
+
 def crash(target: str, at: str, restart_after: str | None = None) -> dict[str, Any]:
     """A `crash` fault of `target` at `at`, restarted `restart_after` later if given."""
     fault: dict[str, Any] = {"action": "crash", "at": at, "target": target}

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import scenarios
-from actors.mast.scripted import crash, job, preemption_story, scenario, workload
+from actors.mast.scripted import crash, job, pause, preemption_story, scenario, workload
 from emulator.bugs import Depth
 from emulator.units import MIN, H
 
@@ -176,8 +176,8 @@ def _cm_darker_than_rms() -> dict[str, Any]:
         duration="80m",
     )
     raw["faults"] = [
-        {"action": "pause", "at": "10m", "target": "all of rms/east", "duration": "15m"},
-        {"action": "pause", "at": "10m", "target": "all of cm/east/c0", "duration": "45m"},
+        pause("all of rms/east", "10m", "15m"),
+        pause("all of cm/east/c0", "10m", "45m"),
     ]
     return raw
 
