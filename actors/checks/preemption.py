@@ -1,7 +1,11 @@
 """MAST's invariant 6, `preemption`: lower-priority victims, checkpoints before release.
 
-Victims have strictly lower priority than the workload that preempts them,
-and a running victim's machines are released only after it saved a
+Victims have strictly lower priority than the workload that preempts them
+(a larger number: 0 is the highest). A victim is what its RMS's view holds
+under the job's name in the RMS's region: a live attempt (its `fleet.start`,
+until its release) or the reservation of the workload's latest dispatch there,
+which may not have started yet (its CM dark); of the two, the later stands for
+it, as the view's own entry does. And a running victim's machines are released only after it saved a
 checkpoint — one saved after its CM ordered it to stop and save (the job
 went CHECKPOINTING) also counts for a later plan that picks the stopping job
 again — unless it finished its work meanwhile (released DONE: its last
@@ -38,7 +42,12 @@ class PreemptionChecker(StoreChecker):
     other_types = {"decision": frozenset({"rms.dispatch"})}
 
     def __init__(self) -> None:
-        self.priority: dict[Key, int] = {}
+        # Priorities of what a victim's name may stand for, with the trace
+        # position that set them: the job's live attempt (the store keeps one
+        # row a job), with its cluster and attempt number; each region's latest
+        # dispatch of a workload.
+        self.live: dict[Key, tuple[int, int, str, int]] = {}
+        self.dispatched: dict[str, dict[str, tuple[int, int]]] = {}
         self.hosts: dict[Key, set[str]] = {}
         self.running: set[Key] = set()
         # Victims told to stop, and whether they saved a checkpoint since.
@@ -67,7 +76,9 @@ class PreemptionChecker(StoreChecker):
 
     def observe(self, event: TraceEvent) -> list[str]:
         if event.kind == "decision":
-            return self._dispatch(event.payload) if event.type == "rms.dispatch" else []
+            if event.type != "rms.dispatch":
+                return []
+            return self._dispatch(_region_of(event.src), event.seq, event.payload)
         if event.kind == "run":
             if event.type == "resume":
                 self.resumed_seq = event.seq
@@ -107,11 +118,22 @@ class PreemptionChecker(StoreChecker):
             t >= since and (end == float("inf") or (t < now_us and end > stop)) for t, end in spans
         )
 
-    def _dispatch(self, payload: dict[str, Any]) -> list[str]:
+    def _victim_priority(self, region: str | None, w: str, j: str) -> int | None:
+        """The priority of the latest attempt or dispatch a victim's name stands for."""
+        seen = []
+        if (w, j) in self.live:
+            seq, priority, cluster, _attempt = self.live[(w, j)]
+            if region is None or _region_of_cluster(cluster) == region:
+                seen.append((seq, priority))
+        by_region = self.dispatched.get(w, {})
+        seen += [e for r, e in by_region.items() if region is None or r == region]
+        return max(seen)[1] if seen else None
+
+    def _dispatch(self, region: str | None, seq: int, payload: dict[str, Any]) -> list[str]:
         out = []
         for w, j in payload["victims"]:
             key = (w, j)
-            victim_priority = self.priority.get(key)
+            victim_priority = self._victim_priority(region, w, j)
             if victim_priority is not None and victim_priority <= payload["priority"]:
                 out.append(
                     f"{payload['workload']} (priority {payload['priority']}) preempts "
@@ -119,12 +141,14 @@ class PreemptionChecker(StoreChecker):
                 )
             if key in self.running:
                 self.victims[key] = key in self.saved_for_stop
+        if region is not None:
+            self.dispatched.setdefault(payload["workload"], {})[region] = (seq, payload["priority"])
         return out
 
     def on_start(self, args: list[Any], result: Any, event: TraceEvent) -> list[str]:
         if result is not None:
             key = (args[2], args[3])
-            self.priority[key] = args[5]
+            self.live[key] = (event.seq, args[5], args[4], int(result[0]))
             self.hosts[key] = {h for h, _n in args[6]} | set(args[7])
             self.started_us[key] = args[1]
             self.started_seq[key] = event.seq
@@ -166,6 +190,9 @@ class PreemptionChecker(StoreChecker):
         if not result:
             return []
         key = (args[2], args[3])
+        attempt = args[5] if len(args) > 5 else None
+        if attempt is None or (key in self.live and self.live[key][3] == attempt):
+            self.live.pop(key, None)
         self.running.discard(key)
         self.checkpointing.discard(key)
         self.saved_for_stop.discard(key)
@@ -178,3 +205,13 @@ class PreemptionChecker(StoreChecker):
         ):
             return [f"preempted {key[0]}/{key[1]} released its machines before saving a checkpoint"]
         return []
+
+
+def _region_of(address: str) -> str | None:
+    """The region of an RMS's address (`rms/REGION/N`); None for any other sender."""
+    parts = address.split("/")
+    return parts[1] if len(parts) == 3 and parts[0] == "rms" else None
+
+
+def _region_of_cluster(cluster: str) -> str:
+    return cluster.split("/", 1)[0]

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from actors.checks.preemption import PreemptionChecker
 from emulator.trace import TraceEvent
 
@@ -79,3 +81,65 @@ def test_a_victim_whose_agent_was_paused_after_the_stop_order_is_not_flagged() -
     # A pause over before the order (t=3 to t=4; the order at t=4) excuses nothing.
     late_stop = ("store", "fleet.state", [FENCE, 4, "v", "j", "CHECKPOINTING"], True)
     assert len(story(("pause", "agent/v/j/1", 1, None), late_stop)) == 1
+
+
+def start(t: int, priority: int, cluster: str = "r/c1", attempt: int = 1) -> tuple[Any, ...]:
+    gpus = [["m1", 8]]
+    return ("store", "fleet.start", [FENCE, t, "v", "j", cluster, priority, gpus, []], [attempt, 0])
+
+
+def dispatch(workload: str, priority: int, victims: list[list[str]], rms: str = "rms/r/0") -> Any:
+    return (rms, {"workload": workload, "priority": priority, "victims": victims})
+
+
+def ranks(*events: Any) -> list[str]:
+    """Run store events and RMS dispatches (`dispatch`: their sender matters)."""
+    checker = PreemptionChecker()
+    out: list[str] = []
+    for seq, event in enumerate(events):
+        if len(event) == 2:
+            src, payload = event
+            decision = TraceEvent(seq, seq, "decision", src, "", "rms.dispatch", payload)
+            out += checker.observe(decision)
+        else:
+            kind, type_, payload, result = event
+            out += checker.observe(TraceEvent(seq, seq, kind, "x", "", type_, [payload, result]))
+    return out
+
+
+# v dispatched again at priority 7, in another region.
+ELSEWHERE = dispatch("v", 7, [], "rms/q/0")
+RELEASED = ("store", "fleet.release", [FENCE, 3, "v", "j", "STOPPED", 1], True)
+
+
+@pytest.mark.parametrize(
+    ("events", "violated"),
+    [
+        # v runs at priority 5 (0 is the highest): only a higher priority may take it.
+        ([start(0, 5), dispatch("w", 4, [VICTIM])], False),
+        ([start(0, 5), dispatch("w", 5, [VICTIM])], True),
+        ([start(0, 5), dispatch("w", 6, [VICTIM])], True),
+        # Its attempt ended; v was dispatched again at priority 7 (over its quota)
+        # to a CM that is dark, so the victim is that reservation, not the old
+        # attempt (cm-failover-preemption with us-east/c0 dark 70 min).
+        ([start(0, 3), RELEASED, dispatch("v", 7, []), dispatch("w", 3, [VICTIM])], False),
+        # ...and at priority 3 again: the same rule catches it.
+        ([start(0, 3), RELEASED, dispatch("v", 3, []), dispatch("w", 3, [VICTIM])], True),
+        # A release of an earlier attempt leaves the live one standing for the name.
+        ([start(0, 3, attempt=2), RELEASED, dispatch("w", 3, [VICTIM])], True),
+        # A dispatch in another region is not what this region's RMS holds.
+        ([start(0, 3), RELEASED, ELSEWHERE, dispatch("w", 3, [VICTIM])], False),
+        ([start(0, 3), ELSEWHERE, dispatch("w", 3, [VICTIM])], True),
+        # The later of the live attempt and the region's dispatch stands for the name.
+        ([dispatch("v", 7, []), start(1, 3), dispatch("w", 3, [VICTIM])], True),
+        ([start(0, 3), dispatch("v", 7, []), dispatch("w", 3, [VICTIM])], False),
+        # Nothing known of the victim here (its attempt runs in another region).
+        ([start(0, 3, cluster="q/c0"), dispatch("w", 3, [VICTIM])], False),
+    ],
+)
+def test_a_victim_has_the_priority_of_what_its_rms_holds_under_its_name(
+    events: list[Any], violated: bool
+) -> None:
+    out = ranks(*events)
+    assert bool(out) == violated, out
+    assert all(v.startswith("w (priority ") and " preempts v/j of priority " in v for v in out)
