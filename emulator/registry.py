@@ -62,11 +62,24 @@ class ReferenceRun:
     kv: list[tuple[str, str, Any]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ActorFactory:
+    """Makes one system actor, `cls(address, params)`, with its params left readable:
+    the fault search reads the durations they set (`explore --grid`'s clocks)."""
+
+    cls: type[Actor]
+    address: str
+    params: Any
+
+    def __call__(self) -> Actor:
+        return self.cls(self.address, self.params)
+
+
 def actor_entry(
     address: str, host: str, cls: type[Actor], params: Any
 ) -> tuple[str, str, int, Callable[[], Actor]]:
     """One `SystemBuild.actors` entry: `cls(address, params)` on `host`, started at t=0."""
-    return (address, host, 0, lambda: cls(address, params))
+    return (address, host, 0, ActorFactory(cls, address, params))
 
 
 class System(Protocol):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from emulator.errors import InputError
 from emulator.run import sweep
 from emulator.run.explore import Budget, parse_budget
+from emulator.run.explore.grid import parse_instants
 from emulator.run.pools import ClusterSpec, parse_cluster
 from emulator.units import parse_duration_us
 
@@ -101,6 +102,18 @@ def cluster_spec(text: str) -> ClusterSpec:
         return parse_cluster(text)
     except InputError as error:
         raise argparse.ArgumentTypeError(error.message) from None
+
+
+def grid_instants(option: str) -> Callable[[str], tuple[int, ...]]:
+    """`20m,45m` for `option`: distinct durations (`explore --grid-at`, `--grid-lengths`)."""
+
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            return parse_instants(text, option)
+        except InputError as error:
+            raise argparse.ArgumentTypeError(error.message) from None
+
+    return parse
 
 
 def command_line(argv: Sequence[str]) -> str:

@@ -7,12 +7,17 @@ import json
 import sys
 
 from emulator.cli.running import compare_folder
+from emulator.errors import InputError
 from emulator.run.explore import RunRecord, explore, summary_lines
+from emulator.run.explore.grid import GridSpec
 from emulator.run.scenario import resolve_scenario
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
     """Exit 1 if any run violated an invariant (each distinct failure written), else 0."""
+    if not args.grid and (args.grid_at or args.grid_lengths):
+        raise InputError("--grid-at" if args.grid_at else "--grid-lengths", "", "needs --grid")
+    grid = GridSpec(args.grid_at or (), args.grid_lengths or ()) if args.grid else None
     scenario, _, _ = resolve_scenario(args.scenario)
     folder = compare_folder(args.out, scenario.name, args.seed, force=args.force, kind="explore")
     progress = sys.stderr if args.json else sys.stdout
@@ -41,6 +46,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
         on_run=show,
         jobs=args.jobs,
         cluster=args.cluster,
+        grid=grid,
     )
     for line in summary_lines(result):
         print(line, file=progress)

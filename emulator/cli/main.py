@@ -20,6 +20,7 @@ from emulator.cli.args import (
     budget,
     cluster_spec,
     command_line,
+    grid_instants,
     job_count,
     negative_values,
     seed_range,
@@ -322,6 +323,25 @@ def build_parser() -> argparse.ArgumentParser:
         type=cluster_spec,
         metavar="ADDR",
         help="run batches on Dask: tcp://HOST:PORT, local or local:N (one per worker thread)",
+    )
+    explore.add_argument(
+        "--grid",
+        action="store_true",
+        help="run a grid of dark spells instead of the guided search: every group of a role's "
+        "instances alone and in pairs, paused and crashed, for lengths just past the system's "
+        "clocks (a budget larger than the grid runs all of it)",
+    )
+    explore.add_argument(
+        "--grid-at",
+        type=grid_instants("--grid-at"),
+        metavar="T[,T…]",
+        help="when the grid's spells begin (default: an eighth into the fault span)",
+    )
+    explore.add_argument(
+        "--grid-lengths",
+        type=grid_instants("--grid-lengths"),
+        metavar="T[,T…]",
+        help="the grid's lengths (default: a quarter past each system clock of 30 s or more)",
     )
     explore.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 

@@ -43,6 +43,7 @@ class ExploreResult:
     features: int = 0
     tallies: list[dict[str, int]] = field(default_factory=list)
     system: str | None = None
+    grid: int | None = None  # `--grid`: its size in schedules (the base run besides)
 
     @property
     def first_failure_cpu_s(self) -> float | None:
@@ -57,6 +58,7 @@ class ExploreResult:
             "corpus": self.corpus,
             "features": self.features,
             "features_over_time": self.features_over_time,
+            "grid": self.grid,
             "failures": [
                 {
                     "invariant": f.signature[0],
@@ -78,6 +80,9 @@ def summary_lines(result: ExploreResult) -> list[str]:
         f"corpus {result.corpus}, {result.features} features, "
         f"{len(result.failures)} distinct failure(s)"
     ]
+    if result.grid is not None:
+        done = min(result.grid, max(0, len(result.runs) - 1))
+        lines.append(f"grid: {done} of {result.grid} dark spells run (after the base run)")
     marks = sorted({0, *(len(result.runs) * k // 4 for k in range(1, 5))} - {0})
     if marks:
         growth = ", ".join(f"run {m}: {result.features_over_time[m - 1]}" for m in marks)

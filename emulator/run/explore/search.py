@@ -18,6 +18,7 @@ from emulator.errors import InputError
 from emulator.run.coverage import system_kind
 from emulator.run.explore.budget import Budget
 from emulator.run.explore.features import Window, run_schedule, run_schedule_shipped
+from emulator.run.explore.grid import GridSpec
 from emulator.run.explore.results import ExploreResult, Failure, RunRecord
 from emulator.run.explore.space import fault_space, fresh_schedule, front_load, length_field
 from emulator.run.failures import INTERNAL_ERROR
@@ -127,6 +128,7 @@ class Explorer:
         log: TextIO,
         stop_at_first: bool = False,
         shrink_runs: int = 60,
+        grid: GridSpec | None = None,
     ) -> None:
         from emulator.run.runner import plan_run
 
@@ -154,6 +156,10 @@ class Explorer:
         self.flags: dict[str, int] = {}  # phase flag -> windows of it seen over all runs
         self.leads: list[int] = []  # takeover delays measured by the runs (`Features`)
         self.events_max: int | None = None  # set by the first clean run
+        # `--grid`: the schedules to run after the base, in order, instead of arms'.
+        self.grid = None if grid is None else grid.schedules(self.space, seed)
+        if self.grid is not None:
+            self.result.grid = len(self.grid)
 
     # -- choosing the next schedule
     def _arm(self) -> str:
@@ -330,6 +336,11 @@ class Explorer:
         if index == 0:
             return [("base", self.base_seed, tuple(self.schedule.faults), None)]
         out: list[tuple[str, int, tuple[Fault, ...], Any]] = []
+        if self.grid is not None:
+            for faults in self.grid[self.drawn : self.drawn + n]:
+                out.append(("grid", self.base_seed, faults, None))
+            self.drawn += len(out)
+            return out
         for _ in range(n):
             # The corpus starts as a fuzzer's does, from a few diverse runs: the
             # base, then OPENING fresh seeds (what finds a medium bug soonest).
@@ -374,6 +385,8 @@ class Explorer:
             if result.budget.runs is not None:
                 size = min(size, result.budget.runs - index)
             batch_now = self._candidates(index, size)
+            if not batch_now:
+                break  # the grid is done
             cap = self.events_max
             if pool is None:
                 outcomes = [
@@ -500,11 +513,13 @@ def explore(
     on_run: Callable[[RunRecord], None] | None = None,
     jobs: int = 1,
     cluster: ClusterSpec | None = None,
+    grid: GridSpec | None = None,
 ) -> ExploreResult:
     """Search `ref`'s fault schedules within `budget` (the module docstring).
 
     `jobs` > 1 runs batches of that many schedules in local processes, and
     `cluster` on a Dask cluster (a batch per round of its worker threads).
+    `grid` runs the dark spells of `emulator.run.explore.grid` instead of arms.
     """
     explorer = Explorer(
         ref,
@@ -513,6 +528,7 @@ def explore(
         out_dir=out_dir,
         log=log or sys.stdout,
         stop_at_first=stop_at_first,
+        grid=grid,
     )
     if cluster is not None:
         with dask_pool(cluster, jobs if jobs > 1 else None) as dask:

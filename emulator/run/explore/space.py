@@ -46,6 +46,9 @@ class FaultSpace:
     groups: tuple[str, ...] = ()
     # The system's own timeouts and periods (`system_timeouts`), for `timed`.
     timeouts: tuple[int, ...] = ()
+    # The same with the durations its actors' params set besides (a dispatch
+    # timeout, a stop timeout, a hold's TTL), for `explore --grid`.
+    clocks: tuple[int, ...] = ()
 
     def draw(
         self,
@@ -234,4 +237,16 @@ def fault_space(plan: Any, seed: int, schedule: Schedule) -> FaultSpace:
             f"all of {r}" for r in roles if sum(instance_role(a) == r for a in every) >= 2
         ),
         timeouts=system_timeouts(plan.system_params, max(1, end - start)),
+        clocks=_clocks(plan.system_params, build, max(1, end - start)),
     )
+
+
+def _clocks(system_params: Any, build: Any, longest_us: int) -> tuple[int, ...]:
+    found = set(system_timeouts(system_params, longest_us))
+    seen: set[int] = set()
+    for *_, factory in build.actors if build is not None else []:
+        params = getattr(factory, "params", None)
+        if params is not None and id(params) not in seen:
+            seen.add(id(params))
+            found.update(system_timeouts(params, longest_us))
+    return tuple(sorted(found))
