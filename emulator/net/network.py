@@ -1,8 +1,9 @@
 """The emulated network: a topology tree, per-tier latency, and link faults.
 
-The topology (`topology.py`) is a networkx tree. A message's latency is fixed by the lowest tier
-the two hosts share (same host, rack, datacenter, region, or the region pair),
-plus seeded jitter drawn from the link's own random stream.
+The topology (`topology.py`) is a networkx tree (built on first use). A
+message's latency is fixed by the lowest tier the two hosts share (same
+host, rack, datacenter, region, or the region pair), plus seeded jitter
+drawn from the link's own random stream.
 
 Faults are a handful of verbs kept in plain sets and lists: partitions of
 region pairs and of host pairs (messages dropped both ways), loss,

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
-import networkx as nx
-
 if TYPE_CHECKING:
+    import networkx as nx
+
     from emulator.net.specs import RegionSpec
 
 
@@ -51,10 +52,16 @@ def iter_nodes(regions: list[RegionSpec]) -> Iterator[tuple[str, str | None, str
 
 
 class Topology:
-    """The tree as a networkx DiGraph, with each host's place cached."""
+    """The tree as a networkx DiGraph, with each host's place cached.
+
+    The DiGraph is built on first use (a subtree's hosts, for a fault on a rack
+    or a region): a fleet of 200k machines took seconds to build it, and most
+    runs never ask. Each node's tier and parent are kept as they come.
+    """
 
     def __init__(self, regions: list[RegionSpec]) -> None:
-        g = nx.DiGraph()
+        self._tier: dict[str, str] = {}
+        self._parent: dict[str, str] = {}
         self.places: dict[str, Place] = {}
         self.machines: list[str] = []
         self.control_hosts: dict[str, list[str]] = {r.name: [] for r in regions}
@@ -66,10 +73,10 @@ class Topology:
         chain: dict[str, frozenset[str]] = {}
         self._above: dict[str, frozenset[str]] = {}
         for node, parent, tier, place in iter_nodes(regions):
-            g.add_node(node, tier=tier)
+            self._tier[node] = tier
             above = chain[parent] if parent is not None else frozenset()
             if parent is not None:
-                g.add_edge(parent, node)
+                self._parent[node] = parent
             if place is None:
                 chain[node] = above | {node}
             else:
@@ -79,10 +86,18 @@ class Topology:
                     self.machines.append(node)
                 else:
                     self.control_hosts[place.region].append(node)
-        self.graph = g
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        import networkx as nx  # on first use only: a CLI that builds no graph starts sooner
+
+        g = nx.DiGraph()
+        g.add_nodes_from((node, {"tier": tier}) for node, tier in self._tier.items())
+        g.add_edges_from((parent, node) for node, parent in self._parent.items())
+        return g
 
     def has_node(self, node: str) -> bool:
-        return node in self.graph
+        return node in self._tier
 
     def is_host(self, node: str) -> bool:
         return node in self.places
@@ -98,7 +113,9 @@ class Topology:
     def hosts_under(self, node: str) -> list[str]:
         if node in self.places:
             return [node]
+        import networkx as nx
+
         return sorted(h for h in nx.descendants(self.graph, node) if h in self.places)
 
     def tier(self, node: str) -> str:
-        return str(self.graph.nodes[node]["tier"])
+        return self._tier[node]
