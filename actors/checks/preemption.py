@@ -1,22 +1,22 @@
 """MAST's invariant 6, `preemption`: lower-priority victims, checkpoints before release.
 
-Victims have strictly lower priority than the workload that preempts them
-(a larger number: 0 is the highest). A victim is what its RMS's view holds
-under the job's name in the RMS's region: a live attempt (its `fleet.start`,
-until its release) or the reservation of the workload's latest dispatch there,
-which may not have started yet (its CM dark); of the two, the later stands for
-it, as the view's own entry does. And a running victim's machines are released only after it saved a
-checkpoint — one saved after its CM ordered it to stop and save (the job
-went CHECKPOINTING) also counts for a later plan that picks the stopping job
-again — unless it finished its work meanwhile (released DONE: its last
-checkpoint holds all of it) or lost a machine it held (a hardware failure,
-seen in the kernel's `fault` events even when no CM was up to record it, or
-RAS moving the machine away), or its agent died with the emulator process
-(an attempt begun before a `resume` event), or its agent could not save it:
-crashed since the attempt began, or paused between the stop order and the
-release (the kernel's `crash` and `pause` events; a CM gives a silent agent
-`stop_timeout` before it frees the machines, and cannot tell a slow agent
-from a dead one).
+Victims have strictly lower priority than the workload that preempts them (a
+larger number: 0 is the highest). A victim is what its RMS's view holds under
+the job's name in the RMS's region: a live attempt (its `fleet.start`, until
+its release) or the reservation of the workload's latest dispatch there, which
+may not have started yet (its CM dark); of the two, the later stands for it,
+as the view's own entry does. And a running victim's machines are released
+only after it saved a checkpoint — one saved after its CM ordered it to stop
+and save (the job went CHECKPOINTING) also counts for a later plan that picks
+the stopping job again — unless it finished its work meanwhile (released DONE:
+its last checkpoint holds all of it) or lost a machine it held (a hardware
+failure, seen in the kernel's `fault` events even when no CM was up to record
+it, or RAS moving the machine away), or its agent died with the emulator
+process (an attempt begun before a `resume` event), or its agent could not
+save it: crashed since the attempt began, or paused between the stop order and
+the release (the kernel's `crash` and `pause` events; a CM gives a silent
+agent `stop_timeout` before it frees the machines, and cannot tell a slow
+agent from a dead one).
 """
 
 from __future__ import annotations

@@ -104,12 +104,12 @@ def cluster_spec(text: str) -> ClusterSpec:
         raise argparse.ArgumentTypeError(error.message) from None
 
 
-def grid_instants(option: str) -> Callable[[str], tuple[int, ...]]:
+def grid_instants(option: str, positive: bool = False) -> Callable[[str], tuple[int, ...]]:
     """`20m,45m` for `option`: distinct durations (`explore --grid-at`, `--grid-lengths`)."""
 
     def parse(text: str) -> tuple[int, ...]:
         try:
-            return parse_instants(text, option)
+            return parse_instants(text, option, positive=positive)
         except InputError as error:
             raise argparse.ArgumentTypeError(error.message) from None
 

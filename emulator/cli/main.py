@@ -339,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     explore.add_argument(
         "--grid-lengths",
-        type=grid_instants("--grid-lengths"),
+        type=grid_instants("--grid-lengths", positive=True),
         metavar="T[,T…]",
         help="the grid's lengths (default: a quarter past each system clock of 30 s or more)",
     )

@@ -30,12 +30,13 @@ from emulator.registry import load_plugins
 
 # The prefixes code writes targets with (explore's aimed and worker faults).
 LEADER_OF = "leader of "
+ALL_OF = "all of "
 LIVE = "a live "
 TARGET_FORMS = {
     LEADER_OF: "leader",
     "a follower of ": "follower",
     "a minority of ": "minority",
-    "all of ": "all",
+    ALL_OF: "all",
     "region ": "region",
     LIVE: "live",
 }

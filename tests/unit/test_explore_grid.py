@@ -121,7 +121,7 @@ def test_a_scenario_without_groups_or_clocks_has_no_grid() -> None:
 def test_instants_parse_to_sorted_distinct_durations(
     text: str, option: str, parsed: tuple[int, ...]
 ) -> None:
-    assert parse_instants(text, option) == parsed
+    assert parse_instants(text, option, positive=option == "--grid-lengths") == parsed
 
 
 @pytest.mark.parametrize(
@@ -137,5 +137,5 @@ def test_bad_instants_are_input_errors_naming_the_option(
     text: str, option: str, message: str
 ) -> None:
     with pytest.raises(InputError, match=message) as caught:
-        parse_instants(text, option)
+        parse_instants(text, option, positive=option == "--grid-lengths")
     assert caught.value.source == option

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from emulator.errors import InputError
 from emulator.run.explore.space import FaultSpace
 from emulator.run.scenario import CrashFault, Fault, PauseFault
+from emulator.run.targets import ALL_OF
 from emulator.units import MIN, Duration, S, parse_duration_us
 
-GROUP = "all of "
 CLOCK_MIN_US = 30 * S  # shorter clocks (retries, heartbeats) are crossed by any dark spell
 PAST = 1.25  # a length a quarter past its clock: the clock has fired, its sequel has begun
 LENGTHS_MAX = 6  # the longest clocks only: the grid is lengths² per pair of groups
@@ -51,8 +51,8 @@ def default_at(space: FaultSpace) -> tuple[int, ...]:
     return (max(space.start_us, at // MIN * MIN),)
 
 
-def parse_instants(text: str, option: str) -> tuple[int, ...]:
-    """`20m,45m`: distinct durations, at most `AT_MAX` of them (lengths above 0)."""
+def parse_instants(text: str, option: str, *, positive: bool = False) -> tuple[int, ...]:
+    """`20m,45m`: distinct durations, at most `AT_MAX` of them (above 0 if `positive`)."""
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
         raise InputError(option, "", "give one or more durations, comma-separated (20m,45m)")
@@ -64,7 +64,7 @@ def parse_instants(text: str, option: str) -> tuple[int, ...]:
             out.append(parse_duration_us(part))
         except (ValueError, InputError):
             raise InputError(option, "", f"{part!r} is not a duration (20m, 90s)") from None
-    if option == "--grid-lengths" and min(out) <= 0:
+    if positive and min(out) <= 0:
         raise InputError(option, "", "a length is above 0")
     return tuple(sorted(set(out)))
 
@@ -115,7 +115,7 @@ def _spells(
 
 def _region(group: str, regions: Sequence[str]) -> str | None:
     """The region a role group lives in (`all of rms/us-east`), None for a global role."""
-    parts = group.removeprefix(GROUP).split("/")
+    parts = group.removeprefix(ALL_OF).split("/")
     return next((p for p in parts[1:] if p in regions), None)
 
 

@@ -23,6 +23,7 @@ from emulator.run.scenario import (
     SlowStoreFault,
 )
 from emulator.run.shrink import Schedule
+from emulator.run.targets import ALL_OF
 from emulator.units import MS, Duration
 
 ACTIONS = ("crash", "pause", "partition", "loss", "duplicate", "delay", "down", "slow-store")
@@ -114,7 +115,7 @@ class FaultSpace:
             length += length // 4
         fault = self.with_length(fault, length)
         if isinstance(fault, CrashFault | PauseFault) and self.groups and rng.random() < 0.5:
-            near = [g for g in self.groups if g.removeprefix("all of ") in acted]
+            near = [g for g in self.groups if g.removeprefix(ALL_OF) in acted]
             pool = near if near and rng.random() < 0.75 else self.groups
             fault = msgspec.structs.replace(fault, target=rng.choice(pool))
         return fault
@@ -222,6 +223,7 @@ def fault_space(plan: Any, seed: int, schedule: Schedule) -> FaultSpace:
     run_us = int(scenario.duration)
     end = schedule.heal_at_us if schedule.heal_at_us is not None else run_us * 9 // 10
     start = min(int(nemesis.start) if nemesis.enabled else run_us // 20, end - 1)
+    timeouts = system_timeouts(plan.system_params, max(1, end - start))
     return FaultSpace(
         actions=actions,
         targets=tuple(
@@ -234,15 +236,16 @@ def fault_space(plan: Any, seed: int, schedule: Schedule) -> FaultSpace:
         duration_mean_us=max(MS, int(nemesis.duration_mean)),
         roles=tuple(roles),
         groups=tuple(
-            f"all of {r}" for r in roles if sum(instance_role(a) == r for a in every) >= 2
+            f"{ALL_OF}{r}" for r in roles if sum(instance_role(a) == r for a in every) >= 2
         ),
-        timeouts=system_timeouts(plan.system_params, max(1, end - start)),
-        clocks=_clocks(plan.system_params, build, max(1, end - start)),
+        timeouts=timeouts,
+        clocks=_clocks(timeouts, build, max(1, end - start)),
     )
 
 
-def _clocks(system_params: Any, build: Any, longest_us: int) -> tuple[int, ...]:
-    found = set(system_timeouts(system_params, longest_us))
+def _clocks(timeouts: tuple[int, ...], build: Any, longest_us: int) -> tuple[int, ...]:
+    """The system's `timeouts` and every duration its actors' params set (`ActorFactory`)."""
+    found = set(timeouts)
     seen: set[int] = set()
     for *_, factory in build.actors if build is not None else []:
         params = getattr(factory, "params", None)
