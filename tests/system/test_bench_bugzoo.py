@@ -12,13 +12,14 @@ from actors.mast.bench.bugzoo import first_seed, paired_scenario, search_scenari
 from emulator.bugs import BUGS
 from emulator.registry import load_plugins
 from emulator.run.explore import Budget, explore
+from emulator.run.explore.grid import GridSpec
 from emulator.run.sweep import run_seed
 from tests.support.cli import run_cli
 
 load_plugins()
 
 
-def test_both_searches_find_a_shallow_bug_and_the_json_has_the_issue_keys(
+def test_every_search_finds_a_shallow_bug_and_the_json_has_the_issue_keys(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     code, out, _ = run_cli(
@@ -28,9 +29,9 @@ def test_both_searches_find_a_shallow_bug_and_the_json_has_the_issue_keys(
     report = json.loads(out)
     (row,) = report["bugs"]
     assert row["name"] == "gms-quota-ignores-running" and row["depth"] == "shallow"
-    assert row["random_found"] == row["explore_found"] == 1
-    assert 0 < row["random_s"] < 20 and 0 < row["explore_s"] < 20
-    assert report["random"]["found"] == report["explore"]["found"] == 1
+    assert row["random_found"] == row["explore_found"] == row["grid_found"] == 1
+    assert all(0 < row[f"{search}_s"] < 20 for search in ("random", "explore", "grid"))
+    assert report["random"]["found"] == report["explore"]["found"] == report["grid"]["found"] == 1
     assert report["speedup_median"] == pytest.approx(row["random_s"] / row["explore_s"], rel=0.01)
     assert code == 0
 
@@ -40,9 +41,12 @@ def test_an_unknown_bug_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "unknown bug 'no-such-bug'" in err
 
 
-def test_explore_s_base_run_is_the_random_search_s_first_seed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("grid", [None, GridSpec()], ids=["guided", "grid"])
+def test_explore_s_base_run_is_the_random_search_s_first_seed(
+    tmp_path: Path, grid: GridSpec | None
+) -> None:
     # Paired draws: a shallow bug the first random seed catches is caught by
-    # explore's base run, the same run, so it costs both searches alike.
+    # explore's base run (guided or grid), the same run, so it costs every search alike.
     bug = BUGS["gms-quota-ignores-running"]
     path = tmp_path / "zoo.json"
     path.write_text(json.dumps(search_scenario(bug)), encoding="utf-8")
@@ -55,6 +59,7 @@ def test_explore_s_base_run_is_the_random_search_s_first_seed(tmp_path: Path) ->
         out_dir=tmp_path / "explore",
         log=io.StringIO(),
         stop_at_first=True,
+        grid=grid,
     )
     assert random_run.failed
     [failure] = result.failures

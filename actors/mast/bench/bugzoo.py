@@ -1,6 +1,6 @@
-"""`mastemu bench bugzoo`: how fast random seeds and `explore` find each seeded bug.
+"""`mastemu bench bugzoo`: how fast random seeds, `explore` and its grid find each seeded bug.
 
-For every bug of the zoo (`emulator.bugs`), both searches get the same
+For every bug of the zoo (`emulator.bugs`), the searches get the same
 scenario with that bug switched on and the same budget of CPU seconds (the
 runs' own CPU time, so a slow machine does not favour either):
 
@@ -10,7 +10,10 @@ runs' own CPU time, so a slow machine does not favour either):
     its first failure. Its base run (the scenario's own seed and nemesis) is
     the random search's first seed of the same repetition: paired draws, so a
     bug that run catches costs both searches the same and the comparison
-    measures what the searches do after it, not the luck of one seed.
+    measures what the searches do after it, not the luck of one seed;
+  - grid: `mastemu explore --grid` (its default instants and lengths), the
+    same base run first, then dark spells of whole roles in the order
+    `--seed r` shuffles them to.
 
 Each search is repeated (`repetitions`, a different `base` or `--seed` each
 time) and the median CPU seconds to the first failure is reported; a search
@@ -33,6 +36,7 @@ from typing import Any
 from actors.mast.zoo import ZOO, family
 from emulator.bugs import BUGS, DEPTHS, Bug
 from emulator.run.explore import Budget, explore
+from emulator.run.explore.grid import GridSpec
 from emulator.run.sweep import run_seed
 
 ZOO_BY_NAME = {bug.name: bug for bug in ZOO}
@@ -88,20 +92,39 @@ def paired_scenario(path: Path, repetition: int, workdir: Path) -> Path:
     return paired
 
 
-def explore_search(path: Path, repetition: int, budget_s: float, workdir: Path) -> float | None:
+def explore_search(
+    path: Path, repetition: int, budget_s: float, workdir: Path, grid: GridSpec | None = None
+) -> float | None:
+    """CPU seconds until explore's guided search (or its `grid`) fails a run."""
     result = explore(
         str(paired_scenario(path, repetition, workdir)),
         seed=repetition,
         budget=Budget(cpu_s=budget_s),
-        out_dir=workdir / f"explore-{repetition}",
+        out_dir=workdir / f"{'explore' if grid is None else 'grid'}-{repetition}",
         log=io.StringIO(),  # its failure lines: the JSON says it all
         stop_at_first=True,
+        grid=grid,
     )
     return result.first_failure_cpu_s
 
 
+def grid_search(path: Path, repetition: int, budget_s: float, workdir: Path) -> float | None:
+    return explore_search(path, repetition, budget_s, workdir, GridSpec())
+
+
+SEARCHES = {"random": random_search, "explore": explore_search, "grid": grid_search}
+
+
 def _median(found: list[float | None], budget_s: float) -> float:
     return round(statistics.median(budget_s if f is None else f for f in found), 3)
+
+
+def _totals(rows: list[dict[str, Any]], search: str) -> dict[str, Any]:
+    medians = [r[f"{search}_s"] for r in rows]
+    return {
+        "found": sum(r[f"{search}_found"] > 0 for r in rows),
+        "median_s": round(statistics.median(medians), 3) if rows else None,
+    }
 
 
 def bench_bugzoo(options: dict[str, Any]) -> dict[str, Any]:
@@ -118,48 +141,26 @@ def bench_bugzoo(options: dict[str, Any]) -> dict[str, Any]:
             bug = BUGS[name]
             path = work / f"{name}.json"
             path.write_text(json.dumps(search_scenario(bug)), encoding="utf-8")
-            randoms = [random_search(path, r, budget_s, work) for r in range(1, repetitions + 1)]
-            explores = [explore_search(path, r, budget_s, work) for r in range(1, repetitions + 1)]
+            row: dict[str, Any] = {"name": name, "depth": bug.depth, "invariant": bug.invariant}
+            for search, run in SEARCHES.items():
+                found = [run(path, r, budget_s, work) for r in range(1, repetitions + 1)]
+                row[f"{search}_s"] = _median(found, budget_s)
+                row[f"{search}_found"] = sum(f is not None for f in found)
+                row[f"{search}_runs_s"] = found
             # Progress for a person on stderr (stdout is the JSON): a full zoo takes minutes.
-            print(
-                f"bugzoo: {name}: random {randoms}, explore {explores}", file=sys.stderr, flush=True
-            )
-            rows.append(
-                {
-                    "name": name,
-                    "depth": bug.depth,
-                    "invariant": bug.invariant,
-                    "random_s": _median(randoms, budget_s),
-                    "explore_s": _median(explores, budget_s),
-                    "random_found": sum(f is not None for f in randoms),
-                    "explore_found": sum(f is not None for f in explores),
-                    "random_runs_s": randoms,
-                    "explore_runs_s": explores,
-                }
-            )
-    random_medians = [r["random_s"] for r in rows]
-    explore_medians = [r["explore_s"] for r in rows]
-    random_median = statistics.median(random_medians) if rows else None
-    explore_median = statistics.median(explore_medians) if rows else None
+            runs = ", ".join(f"{search} {row[f'{search}_runs_s']}" for search in SEARCHES)
+            print(f"bugzoo: {name}: {runs}", file=sys.stderr, flush=True)
+            rows.append(row)
+    totals = {search: _totals(rows, search) for search in SEARCHES}
+    speedup = None
+    if rows:
+        speedup = round(totals["random"]["median_s"] / max(totals["explore"]["median_s"], 1e-9), 2)
     return {
         "budget_cpu_s": budget_s,
         "repetitions": repetitions,
         "bugs": rows,
-        "random": {
-            "found": sum(r["random_found"] > 0 for r in rows),
-            "median_s": None if random_median is None else round(random_median, 3),
-        },
-        "explore": {
-            "found": sum(r["explore_found"] > 0 for r in rows),
-            "median_s": None if explore_median is None else round(explore_median, 3),
-        },
-        "speedup_median": (
-            round(
-                statistics.median(random_medians) / max(statistics.median(explore_medians), 1e-9), 2
-            )
-            if rows
-            else None
-        ),
+        **totals,
+        "speedup_median": speedup,
         "note": "CPU seconds of the runs to the first failure, median over repetitions; "
         "a search that found nothing counts as the budget",
     }

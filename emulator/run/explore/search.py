@@ -26,7 +26,9 @@ from emulator.run.pools import ClusterSpec, dask_pool, land_db, process_pool
 from emulator.run.runaway import RUNAWAY, events_cap
 from emulator.run.runner import remove_run_files
 from emulator.run.scenario import (
+    CrashFault,
     Fault,
+    PauseFault,
     parse_raw,
     resolve_scenario,
 )
@@ -48,11 +50,13 @@ MUTATIONS = (
     "timeout",
 )
 # Where a run's schedule comes from: a fresh seed's nemesis as drawn (what random
-# seeds run), the same front-loaded, or a mutation of a corpus member.
-ARMS = ("fresh", "front", *MUTATIONS)
+# seeds run), the same front-loaded, the next dark spell of `explore --grid`'s
+# (whole roles out together past the system's clocks), or a mutation of a
+# corpus member.
+ARMS = ("fresh", "front", "grid", *MUTATIONS)
 # What an arm is believed worth before it has run (features per run): aimed
 # faults are the point of the search, fresh seeds its safety net.
-PRIOR = {"fresh": 2.0, "front": 2.0, "aim": 5.0, "early": 2.0, "timeout": 1.0}
+PRIOR = {"fresh": 2.0, "front": 2.0, "aim": 5.0, "early": 2.0, "timeout": 1.0, "grid": 2.0}
 PRIOR_OTHER = 1.5
 SHARE_MIN = 0.04  # no arm starves: every one keeps a small share of the runs
 # Arms in groups, each group given runs by what it paid (at least GROUP_FLOOR of
@@ -60,7 +64,7 @@ SHARE_MIN = 0.04  # no arm starves: every one keeps a small share of the runs
 # the deep bugs live and no other arm finds them but by chance; fresh seeds, what
 # random search runs (it finds the medium bugs); the other mutations.
 GROUPS = {
-    "aim": ("aim", "timeout"),
+    "aim": ("aim", "timeout", "grid"),
     "seeds": ("fresh", "front"),
     "mutate": tuple(m for m in MUTATIONS if m not in ("aim", "timeout")),
 }
@@ -160,6 +164,9 @@ class Explorer:
         self.grid = None if grid is None else grid.schedules(self.space, seed)
         if self.grid is not None:
             self.result.grid = len(self.grid)
+        # The guided search's `grid` arm: the default grid, built when first drawn.
+        self.spells: list[tuple[Fault, ...]] | None = None
+        self.seed = seed
 
     # -- choosing the next schedule
     def _arm(self) -> str:
@@ -183,11 +190,26 @@ class Explorer:
     def _can(self, arm: str) -> bool:
         if arm in ("fresh", "front"):
             return True
+        if arm == "grid":
+            return self._spells() is not None
         if not self.corpus:
             return False
         if arm == "aim":
             return any(self._aimable(m) for m in self.corpus)
         return True
+
+    def _spells(self) -> list[tuple[Fault, ...]] | None:
+        """The `grid` arm's spells not yet run (None once there are none left)."""
+        if self.spells is None:
+            try:
+                spells = GridSpec().schedules(self.space, self.seed)
+            except InputError:
+                spells = []  # no role with several instances, or no clock long enough
+            # Only the kinds of fault the scenario's nemesis may use (`actions`).
+            kinds = {CrashFault: "crash", PauseFault: "pause"}
+            allowed = {k for k, action in kinds.items() if action in self.space.actions}
+            self.spells = [f for f in reversed(spells) if all(type(x) in allowed for x in f)]
+        return self.spells or None  # taken from the end: in the grid's order
 
     def _pick(self, members: list[Member] | None = None) -> Member:
         members = members or self.corpus
@@ -346,6 +368,11 @@ class Explorer:
             # base, then OPENING fresh seeds (what finds a medium bug soonest).
             self.drawn += 1
             arm = "fresh" if self.drawn <= OPENING else self._arm()
+            if arm == "grid":
+                spells = self._spells()
+                assert spells is not None  # `_can` said so
+                out.append((arm, self.base_seed, spells.pop(), None))
+                continue
             if arm in ("fresh", "front"):
                 seed = self.rng.randrange(1, 2**31)
                 faults = fresh_schedule(self.plan, self.space, seed)
