@@ -79,10 +79,10 @@ def test_a_timed_fault_lasts_a_timeout_two_or_a_quarter_more_often_a_whole_role(
 def test_a_length_timed_arm_finds_the_region_lost_bug_that_aimed_and_random_faults_miss(
     tmp_path: Path,
 ) -> None:
-    # Search seed 3 finds it in 6 runs, by the grid arm (seeds 1, 2, 4, 5, 6: in 28,
-    # 147, 89, 46, 52 runs); before that arm, the timeout arm found it in 45 runs
-    # with seed 1, 128 with seed 2 and 22 with seed 3.
-    result = search(calm_witness(tmp_path, BUG, [BUG]), tmp_path / "found", 3, 120, first=True)
+    # Search seed 1 finds it in 9 runs, by the grid arm (seeds 2 to 6: in 87, 12, 53,
+    # 27, 14 runs); before that arm, the timeout arm found it in 45 runs with seed 1,
+    # 128 with seed 2 and 22 with seed 3.
+    result = search(calm_witness(tmp_path, BUG, [BUG]), tmp_path / "found", 1, 120, first=True)
     (failure,) = result.failures
     assert failure.signature[0] == "auction"
     assert result.runs[-1].mutation in ("timeout", "grid")

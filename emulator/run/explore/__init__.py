@@ -44,9 +44,10 @@ a lease and a long outage reach the timeouts above it.
 Where runs come from (`search.ARMS`): fresh seeds with their nemesis' draw
 (what random search runs, also front-loaded: a run stops at its first
 violation, so earlier faults are cheaper), faults aimed in time or length,
-the dark spells of `explore --grid` one after another (whole roles out
-together past the system's clocks, crashes and pauses only where the
-nemesis may use them), and the other mutations. Runs go to groups and arms in proportion to the new features
+fresh seeds with one dark spell of `explore --grid` added to their draw, in
+the grid's order (whole roles out together past the system's clocks;
+crashes and pauses, where the nemesis may use them), and the other
+mutations. Runs go to groups and arms in proportion to the new features
 their runs brought (a bandit, each group with a floor), and to corpus
 members whose children paid.
 

@@ -50,9 +50,9 @@ MUTATIONS = (
     "timeout",
 )
 # Where a run's schedule comes from: a fresh seed's nemesis as drawn (what random
-# seeds run), the same front-loaded, the next dark spell of `explore --grid`'s
-# (whole roles out together past the system's clocks), or a mutation of a
-# corpus member.
+# seeds run), the same front-loaded, the same with the next dark spell of
+# `explore --grid`'s added (whole roles out together past the system's clocks),
+# or a mutation of a corpus member.
 ARMS = ("fresh", "front", "grid", *MUTATIONS)
 # What an arm is believed worth before it has run (features per run): aimed
 # faults are the point of the search, fresh seeds its safety net.
@@ -61,17 +61,20 @@ PRIOR_OTHER = 1.5
 SHARE_MIN = 0.04  # no arm starves: every one keeps a small share of the runs
 # Arms in groups, each group given runs by what it paid (at least GROUP_FLOOR of
 # them): faults aimed in time (into a phase) or in length (at a timeout), where
-# the deep bugs live and no other arm finds them but by chance; fresh seeds, what
-# random search runs (it finds the medium bugs); the other mutations.
+# the deep bugs live and no other arm finds them but by chance; the grid's dark
+# spells, each on a fresh seed's draw (whole roles out past a clock: found the
+# bugs of outages no other arm did); fresh seeds, what random search runs (it
+# finds the medium bugs); the other mutations.
 GROUPS = {
-    "aim": ("aim", "timeout", "grid"),
+    "aim": ("aim", "timeout"),
+    "grid": ("grid",),
     "seeds": ("fresh", "front"),
     "mutate": tuple(m for m in MUTATIONS if m not in ("aim", "timeout")),
 }
-GROUP_PRIOR = {"aim": 5.0, "seeds": 3.0, "mutate": 1.5}
+GROUP_PRIOR = {"aim": 5.0, "seeds": 3.0, "mutate": 1.5, "grid": 3.0}
 # The least share of runs a group keeps however little it pays: aimed faults
 # pay rarely in features but are where the deep bugs are.
-GROUP_FLOOR = {"aim": 0.45, "seeds": 0.2, "mutate": 0.1}
+GROUP_FLOOR = {"aim": 0.45, "seeds": 0.2, "mutate": 0.1, "grid": 0.25}
 OPENING = 2  # fresh seeds run right after the base, before any arm is chosen
 FRONT_FACTOR = 3.0  # how much closer to the start `front` and `early` bring the faults
 AIM_LEAD_US = 60_000_000  # how far before a phase window an aimed fault may begin
@@ -371,7 +374,12 @@ class Explorer:
             if arm == "grid":
                 spells = self._spells()
                 assert spells is not None  # `_can` said so
-                out.append((arm, self.base_seed, spells.pop(), None))
+                # On a fresh seed's own draw, as `fresh` runs: a spell alone would
+                # rerun the base's workload, and a run that also does a random
+                # search's work keeps explore finding what random seeds find.
+                seed = self.rng.randrange(1, 2**31)
+                both = fresh_schedule(self.plan, self.space, seed) + spells.pop()
+                out.append((arm, seed, tuple(sorted(both, key=lambda f: int(f.at))), None))
                 continue
             if arm in ("fresh", "front"):
                 seed = self.rng.randrange(1, 2**31)
