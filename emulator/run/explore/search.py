@@ -56,7 +56,7 @@ MUTATIONS = (
 ARMS = ("fresh", "front", "grid", *MUTATIONS)
 # What an arm is believed worth before it has run (features per run): aimed
 # faults are the point of the search, fresh seeds its safety net.
-PRIOR = {"fresh": 2.0, "front": 2.0, "aim": 5.0, "early": 2.0, "timeout": 1.0, "grid": 2.0}
+PRIOR = {"fresh": 2.0, "front": 2.0, "aim": 5.0, "early": 2.0, "timeout": 1.0}
 PRIOR_OTHER = 1.5
 SHARE_MIN = 0.04  # no arm starves: every one keeps a small share of the runs
 # Arms in groups, each group given runs by what it paid (at least GROUP_FLOOR of
@@ -72,8 +72,8 @@ GROUPS = {
     "mutate": tuple(m for m in MUTATIONS if m not in ("aim", "timeout")),
 }
 GROUP_PRIOR = {"aim": 5.0, "seeds": 3.0, "mutate": 1.5, "grid": 3.0}
-# The least share of runs a group keeps however little it pays: aimed faults
-# pay rarely in features but are where the deep bugs are.
+# The least share of runs a group keeps however little it pays: aimed faults and
+# dark spells pay rarely in features but are where the deep bugs are.
 GROUP_FLOOR = {"aim": 0.45, "seeds": 0.2, "mutate": 0.1, "grid": 0.25}
 OPENING = 2  # fresh seeds run right after the base, before any arm is chosen
 FRONT_FACTOR = 3.0  # how much closer to the start `front` and `early` bring the faults
