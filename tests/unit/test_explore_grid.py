@@ -87,6 +87,20 @@ def test_given_instants_and_lengths_replace_the_defaults() -> None:
     assert lengths == {5 * MIN}
 
 
+def test_a_spell_ends_by_the_final_heal_and_cut_lengths_make_one_spell() -> None:
+    # From 150m, 18 minutes are left of the fault span (it ends at 168m): 30m and
+    # 60m both end there, so each group and action has two spells alone, not three.
+    lengths = (5 * MIN, 30 * MIN, 60 * MIN)
+    grid = grid_schedules(space(), seed=1, at_us=(150 * MIN,), lengths_us=lengths)
+    ends = {
+        int(f.at) + int(getattr(f, "duration", None) or f.restart_after) for s in grid for f in s
+    }
+    assert max(ends) == 168 * MIN and min(ends) == 155 * MIN
+    assert len(grid) == len(set(grid))
+    alone = [s for s in grid if len(s) == 1]
+    assert len(alone) == len(GROUPS) * 2 * 2
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

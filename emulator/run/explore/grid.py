@@ -7,7 +7,8 @@ instant for lengths that straddle the system's clocks; a grid draws nothing.
 Each schedule takes one or two role groups (`all of ROLE`) out at one instant,
 paused or crashed, for lengths just past each of the system's clocks (every
 duration its parameters and its actors' set, from the lease up), so one group
-outlasts a clock the other does not, in every order.
+outlasts a clock the other does not, in every order; a spell ends by the end
+of the fault span at the latest.
 
 Order: every group alone first, then pairs of groups that share a region (or
 where one is global, as the GMS is), then every other pair; within each
@@ -96,12 +97,20 @@ def grid_schedules(
     far = [p for p in pairs if not _related(p, space.regions)]
     out: list[tuple[Fault, ...]] = []
     for part in (singles, _spells(near, lengths), _spells(far, lengths)):
-        schedules = [
-            tuple(_fault(action, at, g, n) for g, n in zip(gs, ns, strict=True))
-            for gs, ns in part
-            for at in ats
-            for action in ACTIONS
-        ]
+        # A spell ends by the fault span's end, the final heal, as explore's faults
+        # do: one still on when the run ends leaves nothing to judge recovery by.
+        # Lengths cut to the same one make one spell (dicts keep the first).
+        schedules = list(
+            dict.fromkeys(
+                tuple(
+                    _fault(action, at, g, min(n, space.end_us - at))
+                    for g, n in zip(gs, ns, strict=True)
+                )
+                for gs, ns in part
+                for at in ats
+                for action in ACTIONS
+            )
+        )
         rng.shuffle(schedules)
         out += schedules
     return out
