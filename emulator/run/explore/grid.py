@@ -98,12 +98,12 @@ def grid_schedules(
     out: list[tuple[Fault, ...]] = []
     for part in (singles, _spells(near, lengths), _spells(far, lengths)):
         # A spell ends by the fault span's end, the final heal, as explore's faults
-        # do: one still on when the run ends leaves nothing to judge recovery by.
-        # Lengths cut to the same one make one spell (dicts keep the first).
+        # do (`with_length`): one still on when the run ends leaves nothing to judge
+        # recovery by. Lengths cut to the same one make one spell (dicts keep the first).
         schedules = list(
             dict.fromkeys(
                 tuple(
-                    _fault(action, at, g, min(n, space.end_us - at))
+                    space.with_length(_fault(action, at, g, n), n)
                     for g, n in zip(gs, ns, strict=True)
                 )
                 for gs, ns in part

@@ -26,9 +26,7 @@ from emulator.run.pools import ClusterSpec, dask_pool, land_db, process_pool
 from emulator.run.runaway import RUNAWAY, events_cap
 from emulator.run.runner import remove_run_files
 from emulator.run.scenario import (
-    CrashFault,
     Fault,
-    PauseFault,
     parse_raw,
     resolve_scenario,
 )
@@ -169,7 +167,6 @@ class Explorer:
             self.result.grid = len(self.grid)
         # The guided search's `grid` arm: the default grid, built when first drawn.
         self.spells: list[tuple[Fault, ...]] | None = None
-        self.seed = seed
 
     # -- choosing the next schedule
     def _arm(self) -> str:
@@ -205,13 +202,17 @@ class Explorer:
         """The `grid` arm's spells not yet run (None once there are none left)."""
         if self.spells is None:
             try:
-                spells = GridSpec().schedules(self.space, self.seed)
+                spells = GridSpec().schedules(self.space, self.result.seed)
             except InputError:
                 spells = []  # no role with several instances, or no clock long enough
-            # Only the kinds of fault the scenario's nemesis may use (`actions`).
-            kinds = {CrashFault: "crash", PauseFault: "pause"}
-            allowed = {k for k, action in kinds.items() if action in self.space.actions}
-            self.spells = [f for f in reversed(spells) if all(type(x) in allowed for x in f)]
+            # Only the kinds of fault the scenario's nemesis may use (a fault's tag
+            # is its action, as a scenario spells it).
+            actions = set(self.space.actions)
+            self.spells = [
+                spell
+                for spell in reversed(spells)
+                if all(type(f).__struct_config__.tag in actions for f in spell)
+            ]
         return self.spells or None  # taken from the end: in the grid's order
 
     def _pick(self, members: list[Member] | None = None) -> Member:
@@ -371,21 +372,18 @@ class Explorer:
             # base, then OPENING fresh seeds (what finds a medium bug soonest).
             self.drawn += 1
             arm = "fresh" if self.drawn <= OPENING else self._arm()
-            if arm == "grid":
-                spells = self._spells()
-                assert spells is not None  # `_can` said so
-                # On a fresh seed's own draw, as `fresh` runs: a spell alone would
-                # rerun the base's workload, and a run that also does a random
-                # search's work keeps explore finding what random seeds find.
-                seed = self.rng.randrange(1, 2**31)
-                both = fresh_schedule(self.plan, self.space, seed) + spells.pop()
-                out.append((arm, seed, tuple(sorted(both, key=lambda f: int(f.at))), None))
-                continue
-            if arm in ("fresh", "front"):
+            if arm in ("fresh", "front", "grid"):
                 seed = self.rng.randrange(1, 2**31)
                 faults = fresh_schedule(self.plan, self.space, seed)
                 if arm == "front":
                     faults = front_load(faults, self.space, FRONT_FACTOR)
+                elif arm == "grid":
+                    # On a fresh seed's own draw: a spell alone would rerun the
+                    # base's workload, and a run that also does a random search's
+                    # work keeps explore finding what random seeds find.
+                    spells = self._spells()
+                    assert spells is not None  # `_can` said so
+                    faults = tuple(sorted(faults + spells.pop(), key=lambda f: int(f.at)))
                 out.append((arm, seed, faults, None))
                 continue
             members = [m for m in self.corpus if self._aimable(m)] if arm == "aim" else None
