@@ -639,9 +639,12 @@ class Kernel:
 
     # ------------------------------------------------------------------
     # hardware: node state is owned by `self.hardware`; the actors on a host are the kernel's
-    def set_host_state(self, node: str, up: bool) -> None:
-        """Take a host or a whole subtree (rack, fault domain, region) down or up."""
-        self.hardware.set_state(node, up)
+    def set_host_state(self, node: str, up: bool, until_us: int | None = None) -> None:
+        """Take a host or a whole subtree (rack, fault domain, region) down or up.
+
+        `until_us`: when a node taken down is scheduled to come back (traced).
+        """
+        self.hardware.set_state(node, up, until_us)
 
     def crash_actors_on(self, host: str) -> None:
         """Crash every live actor on `host`, which just went down (`Hardware.set_state`).

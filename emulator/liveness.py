@@ -3,7 +3,11 @@
 Safety invariants hold at every instant; liveness can only be judged once
 the faults stop. The final heal is the last fault event of the trace (the
 end of the last fault window; the nemesis always closes with one), or the
-run's start when there were no faults. A system registers a judge that reads
+run's start when there were no faults; but a window whose `start` event
+names a scheduled end (`until_us`) later than that holds the heal back to
+its end, even past the run's end (a crash restarting after the end: the
+control plane was still dark, nothing is judged), unless a nemesis' final
+heal ended every window first (`HealClock`). A system registers a judge that reads
 the same trace events as the checkers and says, at the end of the history,
 which of its units of work could have run after the final heal but never
 did (`mastemu check` prints them as a separate section; the exit code stays
@@ -26,6 +30,8 @@ from emulator.units import format_us
 
 # How many stuck units the text lists before "… and N more".
 LISTED_MAX = 10
+# The fault event of a nemesis' final heal: every window ends there.
+FINAL_HEAL = "final-heal.end"
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,39 @@ class LivenessReport:
         }
 
 
+class HealClock:
+    """When the faults stopped, from the `fault` events of one history.
+
+    A fault event moves the heal to its own instant; one that carries its
+    window's scheduled end (`until_us`, `emulator/run/faults.py`) moves it to
+    that end, which may lie past the run's end (its own `end` event then
+    never comes). The nemesis' final heal ends every window but a pause's
+    (it heals the network, brings nodes up, restarts crashed actors and
+    ends slow stores; a paused actor wakes when its pause ends). A crash
+    with no restart at all carries no end: the system must cope without
+    that actor, so it does not hold the heal back.
+    """
+
+    def __init__(self) -> None:
+        self.last_us = 0
+        # Action ("crash", "pause", "down", …) → the latest scheduled end seen.
+        self.until_us: dict[str, int] = {}
+
+    def observe(self, event: TraceEvent) -> None:
+        self.last_us = event.t_us
+        if event.type == FINAL_HEAL:
+            self.until_us = {a: t for a, t in self.until_us.items() if a == "pause"}
+            return
+        until = event.payload.get("until_us") if isinstance(event.payload, dict) else None
+        if isinstance(until, int):
+            action = event.type.rpartition(".")[0] or event.type
+            self.until_us[action] = max(self.until_us.get(action, 0), until)
+
+    @property
+    def heal_us(self) -> int:
+        return max(self.last_us, max(self.until_us.values(), default=0))
+
+
 class LivenessJudge(Protocol):
     """Reads trace events of `kinds`, then judges the end of the history."""
 
@@ -99,13 +138,13 @@ class LivenessWatch:
         for judge in self.judges:
             for kind in judge.kinds:
                 self.by_kind.setdefault(kind, []).append(judge)
-        self.heal_us = 0
+        self.heal = HealClock()
         self.end_us = 0
 
     def observe(self, event: TraceEvent) -> None:
         self.end_us = event.t_us
         if event.kind == "fault":
-            self.heal_us = event.t_us
+            self.heal.observe(event)
         for judge in self.by_kind.get(event.kind, ()):
             judge.observe(event)
 
@@ -123,7 +162,7 @@ class LivenessWatch:
         allowed = frozenset(may_wait)
         out = []
         for judge in self.judges:
-            r = judge.report(self.heal_us, self.end_us)
+            r = judge.report(self.heal.heal_us, self.end_us)
             if r is None:
                 continue
             kept = [s for s in r.stuck if s.id not in allowed]

@@ -2,9 +2,10 @@
 
 Every submitted workload is in exactly one state; state changes start from
 the state it is in; at the end nothing sits RUNNING with none of its jobs
-holding machines for a grace, counted after the last fault event too (a
-control plane still dark when the run ends had no chance to hear its jobs
-end: that is for liveness to judge); a workload goes DONE only once every
+holding machines for a grace, counted after the final heal too
+(`emulator.liveness.HealClock`: a control plane still dark when the run ends,
+or restarting only after it, had no chance to hear its jobs end: that is
+for liveness to judge); a workload goes DONE only once every
 one of its jobs finished its work (was released DONE) since its last award,
 so a gang that lost a job cannot end as if it had not.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.checks.base import StoreChecker
+from emulator.liveness import HealClock
 from emulator.trace import TraceEvent
 from store.mast.queue import QUEUED
 
@@ -37,7 +39,7 @@ class LostWorkloadChecker(StoreChecker):
         self.alive: dict[str, set[str]] = {}
         self.idle_since: dict[str, int] = {}
         self.now_us = 0
-        self.heal_us = 0  # the last fault event (`emulator/liveness.py`: the final heal)
+        self.heal = HealClock()
         # Each workload's jobs, and how each ended (released DONE or STOPPED)
         # since the workload's last award: a DONE workload needs all of them DONE.
         self.jobs: dict[str, list[str]] = {}
@@ -46,7 +48,7 @@ class LostWorkloadChecker(StoreChecker):
     def observe(self, event: TraceEvent) -> list[str]:
         self.now_us = event.t_us
         if event.kind == "fault":
-            self.heal_us = event.t_us
+            self.heal.observe(event)
             return []
         return super().observe(event)
 
@@ -120,5 +122,5 @@ class LostWorkloadChecker(StoreChecker):
         return [
             f"{wid} is RUNNING but none of its jobs has held machines since {since} µs"
             for wid, since in sorted(self.idle_since.items())
-            if self.now_us - max(since, self.heal_us) > self.grace_us
+            if self.now_us - max(since, self.heal.heal_us) > self.grace_us
         ]

@@ -49,15 +49,21 @@ class Hardware:
         # Every node whose up/down state changed during the run (see `replay`).
         self._changed_nodes: set[str] = set()
 
-    def set_state(self, node: str, up: bool) -> None:
-        """Take a host or a whole subtree (rack, fault domain, region) down or up."""
+    def set_state(self, node: str, up: bool, until_us: int | None = None) -> None:
+        """Take a host or a whole subtree (rack, fault domain, region) down or up.
+
+        `until_us`: when a node taken down is scheduled to come back; the
+        trace carries it, so the final heal is known where that comes after
+        the run's end (`emulator.liveness.HealClock`).
+        """
         kernel = self._kernel
         network = self.network
         changed = network.set_node_down(node, not up, kernel.now_us)
         if not changed:
             return
         self._changed_nodes.add(node)
-        kernel.trace_event("fault", "", node, "up" if up else "down", None)
+        detail = {"until_us": until_us} if until_us is not None and not up else None
+        kernel.trace_event("fault", "", node, "up" if up else "down", detail)
         for host in sorted(network.hosts_under(node)):
             if up:
                 kernel.restart_actors_on(host)

@@ -136,12 +136,14 @@ class FaultInjector:
                 skipped = {"target": fault.target, "actor": None, "index": index}
                 self._trace("skipped", "crash", skipped)
             for actor in actors:
-                detail = {"target": fault.target, "actor": actor, "index": index}
-                self._trace("start", "crash", detail)
                 restart_after = fault.restart_after
                 if restart_after is None:
                     # A process its host supervises comes back on its own (`Actor`).
                     restart_after = k.supervised_restart_us(actor)
+                detail = {"target": fault.target, "actor": actor, "index": index}
+                if restart_after is not None:
+                    detail["until_us"] = now + restart_after
+                self._trace("start", "crash", detail)
                 if k.crash(actor, fault_crash_reason(index), restart_after):
                     self._crashed.add(actor)
                 end = now + restart_after if restart_after is not None else None
@@ -161,10 +163,11 @@ class FaultInjector:
             actors = self.resolve(fault.target)
             if not actors:
                 self._trace("skipped", "pause", {"target": fault.target, "actor": None})
+            end = now + fault.duration
             for actor in actors:
-                self._trace("start", "pause", {"target": fault.target, "actor": actor})
+                detail = {"target": fault.target, "actor": actor, "until_us": end}
+                self._trace("start", "pause", detail)
                 k.pause(actor, fault.duration)
-                end = now + fault.duration
                 self.windows.append((now, end, f"pause {actor}"))
                 # The end is traced too, so reports close the window they shade.
                 k.at(end, self._trace, "end", "pause", {"actor": actor})
@@ -174,14 +177,14 @@ class FaultInjector:
                 a, b = fault.regions
                 net.partition(a, b, True, now)
                 k.flows_changed()
-                self._trace("start", "partition", {"regions": [a, b]})
+                self._trace("start", "partition", _until({"regions": [a, b]}, end))
                 self.windows.append((now, end, f"partition {a}|{b}"))
                 if end is not None:
                     k.at(end, self._heal_pair, a, b)
             elif fault.hosts is not None:
                 a, b = fault.hosts
                 net.partition_hosts(a, b, True)
-                self._trace("start", "partition", {"hosts": [a, b]})
+                self._trace("start", "partition", _until({"hosts": [a, b]}, end))
                 self.windows.append((now, end, f"partition {a}|{b}"))
                 if end is not None:
                     k.at(end, self._heal_hosts, a, b)
@@ -199,13 +202,15 @@ class FaultInjector:
                 rule = net.add_rule(pair, delay_us=round(fault.extra_ms * MS))
                 action, detail = "delay", fault.extra_ms
             between = list(pair) if pair else None
-            self._trace("start", action, {"between": between, "value": detail, "rule": rule})
-            self.windows.append((now, now + fault.duration, f"{action} {pair or 'all'}"))
-            k.at(now + fault.duration, self._end_rule, rule, action)
+            end = now + fault.duration
+            start = {"between": between, "value": detail, "rule": rule, "until_us": end}
+            self._trace("start", action, start)
+            self.windows.append((now, end, f"{action} {pair or 'all'}"))
+            k.at(end, self._end_rule, rule, action)
         elif isinstance(fault, DownFault):
             node = node_of(fault.node)
-            k.set_host_state(node, up=False)
             end = now + fault.duration if fault.duration is not None else None
+            k.set_host_state(node, up=False, until_us=end)
             self.windows.append((now, end, f"down {node}"))
             if end is not None:
                 k.at(end, k.set_host_state, node, True)
@@ -221,7 +226,12 @@ class FaultInjector:
                 window = self._slow_seq
                 self._slow.setdefault(actor, {})[window] = int(fault.latency)
                 self._apply_slow(actor)
-                detail = {"target": fault.target, "actor": actor, "latency_us": int(fault.latency)}
+                detail = {
+                    "target": fault.target,
+                    "actor": actor,
+                    "latency_us": int(fault.latency),
+                    "until_us": end,
+                }
                 self._trace("start", "slow-store", detail)
                 self.windows.append((now, end, f"slow-store {actor}"))
                 k.at(end, self._end_slow, actor, window)
@@ -278,6 +288,11 @@ class FaultInjector:
             self._slow[actor] = {}
             self._apply_slow(actor)
         self._trace("end", "final-heal", None)
+
+
+def _until(detail: dict[str, object], end_us: int | None) -> dict[str, object]:
+    """A window's start detail with its scheduled end, when it has one (`HealClock`)."""
+    return detail if end_us is None else {**detail, "until_us": end_us}
 
 
 def nemesis_schedule(

@@ -17,8 +17,9 @@ import pytest
 
 from actors.checks.lost_workload import LostWorkloadChecker
 from emulator.invariants import check_events
+from emulator.liveness import judge_liveness
 from emulator.trace import TraceEvent
-from tests.support.builtin import raw_builtin
+from tests.support.builtin import raw_builtin, run_raw
 from tests.support.dsl import run
 from tests.support.stories import preempted_gang
 from tests.support.trace import store_call, store_events
@@ -180,3 +181,27 @@ def test_an_idle_running_workload_gets_the_grace_after_the_last_fault_event_too(
     assert judged(1_000_000_000) == [  # long healed: lost
         "W is RUNNING but none of its jobs has held machines since 10000000 µs"
     ]
+
+
+def test_a_control_plane_restarting_after_the_run_end_is_not_judged(tmp_path: Path) -> None:
+    # power-domain with its own fault replaced by a crash of us-east's RMSs at
+    # 1h30m that restarts them 2h30m later: after the run's 3 h end. Nobody was
+    # there to hear its workloads' jobs end; the crash's start event carries its
+    # scheduled end, so neither no-lost-workload nor liveness judges the region.
+    raw = raw_builtin("power-domain")
+    at_us, restart_us = 5_400_000_000, 9_000_000_000
+    crash = {"action": "crash", "at": "1h30m", "target": "all of rms/us-east"}
+    raw["faults"] = [{**crash, "restart_after": "2h30m"}]
+    result, events = run_raw(raw, tmp_path / "late.db")
+    assert result.status == "ok" and result.violations == []
+    starts = [e.payload for e in events if e.kind == "fault" and e.type == "crash.start"]
+    assert starts and {s["until_us"] for s in starts} == {at_us + restart_us}
+    (report,) = judge_liveness(events)
+    assert report.final_heal_us == at_us + restart_us > report.end_us
+    assert report.stuck == []
+    # The same crash restarting inside the run: judged from its restart, and clean.
+    raw["faults"] = [{**crash, "restart_after": "30m"}]
+    result, events = run_raw(raw, tmp_path / "early.db")
+    assert result.status == "ok" and result.violations == []
+    (report,) = judge_liveness(events)
+    assert report.final_heal_us == at_us + 1_800_000_000 < report.end_us
