@@ -65,7 +65,12 @@ def superseded(
     can arrive after a later attempt began, and supersedes nothing (explore:
     power-domain, where it stopped the running gang).
     """
-    return [a for w, a in remembered(live, dispatching) if w == workload_id and a < auction_id]
+    # A lookup, not a filter of `remembered`: an award comes for each dispatch, and
+    # sorting every gang the region runs for each one was ~2% of a late meta-day hour.
+    gang = live.get(workload_id)
+    found = [gang.auction_id] if gang is not None and gang.auction_id < auction_id else []
+    found += [a for a, d in dispatching.items() if d.workload_id == workload_id and a < auction_id]
+    return sorted(found)
 
 
 def job_request(workload_id: str, job: JobSpec, priority: int) -> JobRequest:
