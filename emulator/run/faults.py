@@ -8,7 +8,10 @@ ROLE`, `region NAME` and `a live KIND` are the instances (or control-plane
 actors, or live actors of a kind) of that instant (see
 `emulator.run.targets.TARGET_FORMS`). A fault on several actors records one
 window per actor; one that resolves to nobody is recorded with
-`actor: None` and does nothing. The nemesis draws a whole schedule up front from the
+`actor: None` and does nothing. A window's `start` event names its scheduled
+end (`until_us`) when it has one, so the judges of what follows the faults
+know when they stop even when that is after the run's end
+(`emulator.liveness.HealClock`). The nemesis draws a whole schedule up front from the
 `faults` stream (so it is part of the run's determinism), and always ends
 with a final heal: every partition healed, every rule removed, every crashed
 actor restarted, every node back up, every slow store fast again.
