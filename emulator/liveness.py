@@ -196,6 +196,11 @@ def liveness_lines(reports: list[LivenessReport]) -> list[str]:
     lines = []
     for r in reports:
         heal = format_us(r.final_heal_us)
+        if r.final_heal_us > r.end_us:
+            lines.append(
+                f"liveness: not judged: a fault window lasts past the run's end, to {heal}"
+            )
+            continue
         others = []
         if r.waiting_ok:
             others.append(f"{r.waiting_ok} waiting cannot run (no room, or data on its way)")

@@ -278,6 +278,14 @@ def test_the_text_lists_the_stuck_workloads_with_their_state_and_the_heal() -> N
     ]
 
 
+def test_the_text_says_nothing_was_judged_when_a_fault_lasts_past_the_end() -> None:
+    h = History().submit(0, "W").move(1, "W", "WAITING")
+    h.add(5, "fault", "crash.start", {"actor": "rms/east/0", "until_us": 40 * MIN})
+    assert liveness_lines(judge_liveness(h.end(30))) == [
+        "liveness: not judged: a fault window lasts past the run's end, to 40m00.000s"
+    ]
+
+
 def test_a_history_without_workloads_has_no_liveness_section() -> None:
     assert judge_liveness(History().end(30)) == []
 
