@@ -191,20 +191,30 @@ class PreemptionChecker(StoreChecker):
             return []
         key = (args[2], args[3])
         attempt = args[5] if len(args) > 5 else None
-        if attempt is None or (key in self.live and self.live[key][3] == attempt):
+        current = attempt is None or (key in self.live and self.live[key][3] == attempt)
+        if current:
             self.live.pop(key, None)
         self.running.discard(key)
         self.checkpointing.discard(key)
         self.saved_for_stop.discard(key)
         saved = self.victims.pop(key, None)
+        out = []
         if (
             saved is False
             and args[4] != "DONE"
             and not self._lost_a_machine(key)
             and not self._agent_silent(key, event.t_us)
         ):
-            return [f"preempted {key[0]}/{key[1]} released its machines before saving a checkpoint"]
-        return []
+            out.append(
+                f"preempted {key[0]}/{key[1]} released its machines before saving a checkpoint"
+            )
+        if current:
+            # The attempt is over: what only it needed goes (its next start sets all of
+            # it again), so the checker's memory follows the jobs alive, not every job
+            # of the run (a week of meta-day: ~100k workloads).
+            for book in (self.hosts, self.started_us, self.started_seq, self.attempt, self.stop_us):
+                book.pop(key, None)
+        return out
 
 
 def _region_of(address: str) -> str | None:

@@ -143,3 +143,29 @@ def test_a_victim_has_the_priority_of_what_its_rms_holds_under_its_name(
     out = ranks(*events)
     assert bool(out) == violated, out
     assert all(v.startswith("w (priority ") and " preempts v/j of priority " in v for v in out)
+
+
+def test_the_checker_forgets_an_attempt_once_released_but_not_the_next_one() -> None:
+    # A week of meta-day starts ~100k workloads' jobs: the checker must hold what the
+    # live attempts need, not every attempt of the run. An older attempt's late release
+    # leaves the newer attempt's record (and its verdict) alone.
+    checker = PreemptionChecker()
+
+    def feed(seq: int, type_: str, args: list[Any], result: Any) -> list[str]:
+        return checker.observe(TraceEvent(seq, seq, "store", "x", "", type_, [args, result]))
+
+    for n in range(50):
+        feed(2 * n, "fleet.start", [FENCE, n, f"w{n}", "j", "r/c1", 5, [["m1", 8]], []], [1, 0])
+        feed(2 * n + 1, "fleet.release", [FENCE, n, f"w{n}", "j", "DONE", 1], True)
+    assert (checker.hosts, checker.started_us, checker.attempt, checker.live) == ({}, {}, {}, {})
+    start = [FENCE, 100, "v", "j", "r/c1", 5, [["m1", 8]], []]
+    feed(100, "fleet.start", start, [1, 0])
+    feed(101, "fleet.start", [*start[:1], 101, *start[2:]], [2, 0])
+    feed(102, "fleet.release", [FENCE, 102, "v", "j", "STOPPED", 1], True)  # attempt 1, late
+    assert checker.hosts == {("v", "j"): {"m1"}} and checker.attempt == {("v", "j"): 2}
+    feed(103, "fleet.state", [FENCE, 103, "v", "j", "RUNNING"], True)
+    decision = {"workload": "w", "priority": 0, "victims": [VICTIM]}
+    checker.observe(TraceEvent(104, 104, "decision", "rms/r/0", "", "rms.dispatch", decision))
+    (violation,) = feed(105, "fleet.release", [FENCE, 105, "v", "j", "STOPPED", 2], True)
+    assert "v/j released its machines before saving a checkpoint" in violation
+    assert checker.hosts == {}
