@@ -2,7 +2,8 @@
 
 A scenario lists them at its top level (`bugs = ["rms-no-hold"]`); the run's
 kernel carries the set and an actor asks `self.bug(name)` next to the right
-behaviour, doing the wrong thing instead when the run enables it. With no
+behaviour, doing the wrong thing instead when the run enables it (the
+run's store carries it too, for a repository function's `store.bug(name)`). With no
 bug enabled nothing changes: same decisions, same trace hash. They exist to
 measure how fast a search of fault schedules (random seeds, `explore`) finds
 a bug that an existing invariant checker catches: the bug zoo.

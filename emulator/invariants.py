@@ -57,6 +57,10 @@ def make_checkers(names: Iterable[str]) -> list[Checker]:
 class LeaseSafety:
     """At most one leader per role per epoch, and no effect from a stale epoch.
 
+    An epoch ends when its lease expires: it is never renewed after that (a
+    holder back after its expiry starts a new epoch), since by then any
+    candidate may have been granted the next one.
+
     Judged from what the store committed (`lease.acquire`, `lease.release`,
     `lease.effect` store events) and what actors claim (`lease.leader`
     decisions), never from an actor's own idea of its epoch.
@@ -91,8 +95,12 @@ class LeaseSafety:
         cur = self.current.get(role)
         if cur is not None and epoch < cur[0]:
             out.append(f"lease of {role} went back from epoch {cur[0]} to {epoch}")
-        if cur is not None and epoch == cur[0] + 0 and cur[1] != holder:
-            pass  # already reported as two leaders
+        now_us = args[2]
+        if cur is not None and (epoch, holder) == cur[:2] and now_us >= cur[2]:
+            out.append(
+                f"{holder} renewed its lease of {role} (epoch {epoch}) at {now_us} µs, "
+                f"after it expired at {cur[2]} µs"
+            )
         self.current[role] = (epoch, holder, result["expires_at_us"])
         return out
 

@@ -76,6 +76,9 @@ class Store:
     conn: Connection
     path: str
     leases: LeaseView
+    # Seeded protocol bugs the run enables (`emulator/bugs.py`): a repository
+    # function asks `bug(name)` next to the right behaviour, as an actor does.
+    bugs: frozenset[str] = frozenset()
 
     def __init__(self, conn: Connection, path: str) -> None:
         # Use `open`; the constructor only assembles an already opened store.
@@ -237,6 +240,14 @@ class Store:
     @property
     def in_group(self) -> bool:
         return self._group
+
+    def seed_bugs(self, names: frozenset[str]) -> None:
+        """Enable the run's seeded bugs (the runner's, when it builds the kernel)."""
+        self.bugs = frozenset(names)
+
+    def bug(self, name: str) -> bool:
+        """Whether the run enables the seeded bug `name` (always False in an ordinary run)."""
+        return name in self.bugs
 
     def defer(self, sql: str, params: tuple[Any, ...]) -> None:
         """Queue a single-statement write whose outcome the caller already knows.

@@ -217,6 +217,16 @@ def _equal_priority() -> dict[str, Any]:
     )
 
 
+def _pause_to_expiry() -> dict[str, Any]:
+    """W runs in east; the CM leader renews its lease (30 s) every 10 s, last at 50 s
+    before a pause from 55 s that ends at 80 s, the very instant the lease expires."""
+    raw = scenario(
+        [workload("W", "hi", 0, job(gpus=8, work=2 * H))], regions=("east",), duration="20m"
+    )
+    raw["faults"] = [pause("leader of cm/east/c0", "55s", "25s")]
+    return raw
+
+
 def _wan_partition() -> dict[str, Any]:
     """The built-in `wan-partition-migration`: copies pause under a partition, then resume."""
     path = WITNESS_DIR.parent / "wan-partition-migration.toml"
@@ -397,6 +407,17 @@ ZOO: tuple[ZooBug, ...] = (
         "deep",
         "auction",
         _rms_dark,
+        chaos_caught=0,
+        chaos_first_seed=None,
+    ),
+    ZooBug(
+        "lease-renews-at-expiry",
+        "the store counts a lease valid at the instant it expires, so a leader back "
+        "from a pause at exactly that instant renews a lease the database keeps "
+        "expired (store/leases.py): its fenced writes fail and no follower takes over",
+        "deep",
+        "lease-safety",
+        _pause_to_expiry,
         chaos_caught=0,
         chaos_first_seed=None,
     ),

@@ -394,6 +394,8 @@ def make_kernel(
 ) -> Kernel:
     """A kernel with the scenario's options, writing metrics to `store`."""
     ks = scenario.kernel
+    # The store's own seeded bugs (a repository function's), as the kernel's are actors'.
+    store.seed_bugs(frozenset(scenario.bugs))
     return Kernel(
         seed=seed,
         rng=rng,

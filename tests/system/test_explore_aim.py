@@ -18,14 +18,9 @@ import pytest
 from actors.mast.zoo import witness_path
 from emulator.registry import load_plugins
 from emulator.run.explore import Budget, explore, run_schedule
+from emulator.run.explore.arms import GROUP_FLOOR, GROUPS, Member
 from emulator.run.explore.features import Window
-from emulator.run.explore.search import (
-    AIM_LEAD_US,
-    AIMS_PER_RUN,
-    GROUP_FLOOR,
-    GROUPS,
-    Member,
-)
+from emulator.run.explore.search import AIM_LEAD_US, AIMS_PER_RUN
 from emulator.run.explore.space import front_load, length_field
 from emulator.run.scenario import CrashFault, DelayFault, DuplicateFault, LossFault, PauseFault
 from emulator.run.targets import LEADER_OF

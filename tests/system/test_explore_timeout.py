@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 from emulator.registry import load_plugins
-from emulator.run.explore.search import GROUPS
+from emulator.run.explore.arms import GROUPS
 from emulator.run.explore.space import system_timeouts
 from emulator.run.scenario import CrashFault, PartitionFault, PauseFault
 from emulator.units import MIN, MS, Duration, S
@@ -101,10 +101,10 @@ def test_without_the_bug_the_same_search_stays_clean(tmp_path: Path) -> None:
 def test_the_grid_arm_draws_only_the_kinds_of_fault_the_nemesis_may_use(tmp_path: Path) -> None:
     # Its dark spells are crashes and pauses: a nemesis of links only gets none of them.
     calm = calm_witness(tmp_path, BUG, [])
-    assert any(r.mutation == "grid" for r in search(calm, tmp_path / "any", 3, 12).runs)
+    assert any(r.mutation == "grid" for r in search(calm, tmp_path / "any", 3, 20).runs)
     raw = json.loads(calm.read_text())
     raw["nemesis"] = {"enabled": True, "actions": ["partition", "loss"]}
     links = tmp_path / "links.json"
     links.write_text(json.dumps(raw))
-    runs = search(links, tmp_path / "links", 3, 12).runs
+    runs = search(links, tmp_path / "links", 3, 20).runs
     assert not any(r.mutation == "grid" for r in runs)

@@ -40,10 +40,17 @@ deadline, the time after which a region is given up), two back to back, or
 a quarter more; a crash or pause so timed often takes a whole role down
 (a role whose actors acted), since only then does nobody take over within
 a lease and a long outage reach the timeouts above it.
+An expiry mutation aims at an instant: runs keep a sample of their lease
+grants and renewals (`Renewal`), and the mutation pauses a holder right
+after one of them until exactly the instant that lease expires, so that it
+wakes at the boundary and must take a new epoch (a random pause ends there
+with a probability near zero; a check off by one at a lease's end shows
+only there).
 
-Where runs come from (`search.ARMS`): fresh seeds with their nemesis' draw
+Where runs come from (`arms.ARMS`): fresh seeds with their nemesis' draw
 (what random search runs, also front-loaded: a run stops at its first
-violation, so earlier faults are cheaper), faults aimed in time or length,
+violation, so earlier faults are cheaper), faults aimed in time, in length
+or at a lease's expiry,
 fresh seeds with one dark spell of `explore --grid` added to their draw, in
 the grid's order (whole roles out together past the system's clocks;
 crashes and pauses, where the nemesis may use them), and the other

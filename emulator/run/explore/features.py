@@ -38,6 +38,8 @@ WINDOW_ACTORS_MAX = 8
 # longer ago than this was not what the next takeover answered.
 TAKEOVERS_MAX = 16
 TAKEOVER_MAX_US = 5 * 60_000_000
+# Lease grants and renewals kept per run, spread over it (`_Renewals`).
+RENEWALS_MAX = 32
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,58 @@ class _Windows:
         return tuple(self.done)
 
 
+@dataclass(frozen=True)
+class Renewal:
+    """A lease taken or renewed in a run, and when its holder next asked for it.
+
+    A fault that begins between `at_us` and `next_us` finds the lease as this
+    left it, valid until `expires_us`: an `expiry` mutation pauses the holder
+    until exactly then, the boundary an off-by-one in a lease check shows at.
+    """
+
+    role: str
+    holder: str
+    at_us: int
+    expires_us: int
+    next_us: int  # the holder's next grant or renewal of the role (else the expiry)
+
+
+class _Renewals:
+    """Follows `lease.acquire` store events; keeps an even sample of the run's renewals."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, tuple[str, int, int]] = {}  # role -> holder, at, expiry
+        self.kept: list[Renewal] = []
+        self.seen = 0
+        self.stride = 1  # keep every stride-th: doubled whenever the sample fills up
+
+    def step(self, event: TraceEvent) -> None:
+        result = event.payload[1] if isinstance(event.payload, list | tuple) else None
+        if not isinstance(result, dict):
+            return  # refused: the holder's lease (if any) stays as it was
+        role, holder = str(result["role"]), str(result["holder"])
+        previous = self.pending.get(role)
+        if previous is not None:
+            who, at, expires = previous
+            self._keep(Renewal(role, who, at, expires, event.t_us if who == holder else expires))
+        self.pending[role] = (holder, event.t_us, int(result["expires_at_us"]))
+
+    def _keep(self, renewal: Renewal) -> None:
+        self.seen += 1
+        if self.seen % self.stride:
+            return
+        self.kept.append(renewal)
+        if len(self.kept) >= 2 * RENEWALS_MAX:
+            self.kept = self.kept[1::2]
+            self.stride *= 2
+
+    def finish(self) -> tuple[Renewal, ...]:
+        for role, (holder, at, expires) in sorted(self.pending.items()):
+            self._keep(Renewal(role, holder, at, expires, expires))
+        self.pending.clear()
+        return tuple(self.kept)
+
+
 # ---- one run and its signature ----------------------------------------------------
 class Features:
     """The run's coverage signature, collected as it runs (module docstring)."""
@@ -109,6 +163,7 @@ class Features:
         # Role -> when its leader was crashed or paused and nobody took over yet.
         self.lost: dict[str, int] = {}
         self.takeovers: list[int] = []  # from a leader lost to the next epoch of its role
+        self.renewals = _Renewals()
 
     def observe(self, event: TraceEvent) -> None:
         self.tally.observe(event)
@@ -126,6 +181,9 @@ class Features:
             # By whom, as a kind of actor (`rms`, not `rms/us-east/1`): the same
             # bug met through another region or replica is the same failure.
             self.last_decision = f"{event.type} by {event.src.split('/', 1)[0]}"
+        elif event.kind == "store":
+            if event.type == "lease.acquire":
+                self.renewals.step(event)
         elif event.kind == "fault" and event.type.endswith(".start"):
             action = event.type.removesuffix(".start")
             self.found.add(f"F:{action}@{now}")
@@ -178,6 +236,7 @@ class Outcome:
     windows: tuple[Window, ...] = ()  # when each phase held (aimed mutations read them)
     phase_counts: dict[str, int] = field(default_factory=dict)  # windows per flag, all of them
     takeovers: tuple[int, ...] = ()  # microseconds from a leader lost to its successor
+    renewals: tuple[Renewal, ...] = ()  # a sample of the run's lease renewals
     events: int = 0  # the kernel's (a runaway's measure: `emulator.run.runaway`)
 
 
@@ -229,6 +288,7 @@ def run_schedule(
         windows=features.windows.finish(features.now_us),
         phase_counts=dict(features.windows.counts),
         takeovers=tuple(features.takeovers),
+        renewals=features.renewals.finish(),
     )
 
 

@@ -8,7 +8,6 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -16,8 +15,20 @@ import msgspec
 
 from emulator.errors import InputError
 from emulator.run.coverage import system_kind
+from emulator.run.explore.arms import (
+    ARMS,
+    GROUP_FLOOR,
+    GROUP_PRIOR,
+    GROUPS,
+    PRIOR,
+    PRIOR_OTHER,
+    SHARE_MIN,
+    Arm,
+    Member,
+    payoff,
+)
 from emulator.run.explore.budget import Budget
-from emulator.run.explore.features import Window, run_schedule, run_schedule_shipped
+from emulator.run.explore.features import Renewal, Window, run_schedule, run_schedule_shipped
 from emulator.run.explore.grid import GridSpec
 from emulator.run.explore.results import ExploreResult, Failure, RunRecord
 from emulator.run.explore.space import fault_space, fresh_schedule, front_load, length_field
@@ -35,44 +46,6 @@ from emulator.run.targets import instance_role
 from emulator.units import Duration
 
 FAULTS_MAX = 64  # a schedule longer than this is cut: more faults rarely mean more coverage
-MUTATIONS = (
-    "add",
-    "remove",
-    "move",
-    "retarget",
-    "stretch",
-    "splice",
-    "reseed",
-    "aim",
-    "early",
-    "timeout",
-)
-# Where a run's schedule comes from: a fresh seed's nemesis as drawn (what random
-# seeds run), the same front-loaded, the same with the next dark spell of
-# `explore --grid`'s added (whole roles out together past the system's clocks),
-# or a mutation of a corpus member.
-ARMS = ("fresh", "front", "grid", *MUTATIONS)
-# What an arm is believed worth before it has run (features per run): aimed
-# faults are the point of the search, fresh seeds its safety net.
-PRIOR = {"fresh": 2.0, "front": 2.0, "aim": 5.0, "early": 2.0, "timeout": 1.0}
-PRIOR_OTHER = 1.5
-SHARE_MIN = 0.04  # no arm starves: every one keeps a small share of the runs
-# Arms in groups, each group given runs by what it paid (at least GROUP_FLOOR of
-# them): faults aimed in time (into a phase) or in length (at a timeout), where
-# the deep bugs live and no other arm finds them but by chance; the grid's dark
-# spells, each on a fresh seed's draw (whole roles out past a clock: found the
-# bugs of outages no other arm did); fresh seeds, what random search runs (it
-# finds the medium bugs); the other mutations.
-GROUPS = {
-    "aim": ("aim", "timeout"),
-    "grid": ("grid",),
-    "seeds": ("fresh", "front"),
-    "mutate": tuple(m for m in MUTATIONS if m not in ("aim", "timeout")),
-}
-GROUP_PRIOR = {"aim": 5.0, "seeds": 3.0, "mutate": 1.5, "grid": 3.0}
-# The least share of runs a group keeps however little it pays: aimed faults and
-# dark spells pay rarely in features but are where the deep bugs are.
-GROUP_FLOOR = {"aim": 0.45, "seeds": 0.2, "mutate": 0.1, "grid": 0.25}
 OPENING = 2  # fresh seeds run right after the base, before any arm is chosen
 FRONT_FACTOR = 3.0  # how much closer to the start `front` and `early` bring the faults
 AIM_LEAD_US = 60_000_000  # how far before a phase window an aimed fault may begin
@@ -84,41 +57,6 @@ AIM_SCALE = 1 / 256  # the earliest an aimed fault lands in its window, as a sha
 AIM_TAKEOVER = 0.5
 AIM_BEFORE = 0.9
 LEADS_MAX = 64  # takeover delays remembered (the latest)
-
-
-@dataclass
-class Member:
-    """A schedule in the corpus and how well its children did."""
-
-    seed: int
-    faults: tuple[Fault, ...]
-    new: int  # features it brought
-    picked: int = 0
-    paid: int = 0  # features its children brought
-    windows: tuple[Window, ...] = ()  # when its run was in each phase
-
-    def energy(self) -> float:
-        return (1.0 + self.new + 2.0 * self.paid) / (1.0 + self.picked) ** 0.5
-
-
-def payoff(new: frozenset[str] | set[str]) -> float:
-    """What new features are worth to the arm that found them: a decision's count
-    in a new power of two (`D:`) or a new mix of phases (`P:`) says little, and
-    any fresh seed brings some; a rare state, or a fault in a new phase, much."""
-    return sum(0.25 if feature.startswith(("D:", "P:")) else 1.0 for feature in new)
-
-
-@dataclass
-class Arm:
-    """How one way of making schedules has paid: runs made and features they brought."""
-
-    tries: int = 0
-    paid: float = 0.0
-
-    def worth(self, prior: float) -> float:
-        # The mean payoff with the prior counted as two runs' worth: one lucky or
-        # unlucky run does not decide an arm's share.
-        return (2.0 * prior + self.paid) / (2.0 + self.tries)
 
 
 # ---- the search ----------------------------------------------------------------------
@@ -196,6 +134,8 @@ class Explorer:
             return False
         if arm == "aim":
             return any(self._aimable(m) for m in self.corpus)
+        if arm == "expiry":
+            return "pause" in self.space.actions and any(self._expirable(m) for m in self.corpus)
         return True
 
     def _spells(self) -> list[tuple[Fault, ...]] | None:
@@ -286,10 +226,36 @@ class Explorer:
         if drawn is not None:
             faults.append(drawn)
 
+    def _expirable(self, parent: Member) -> list[Renewal]:
+        """The parent's renewals a pause may begin after and end at the expiry of:
+        inside the fault span, with a microsecond to spare before the holder's
+        next renewal (a fault at a renewal's own instant comes before it)."""
+        start, end = self.space.start_us, self.space.end_us
+        return [
+            r
+            for r in parent.renewals
+            if start <= r.at_us
+            and r.expires_us <= end
+            and min(r.next_us, r.expires_us) > r.at_us + 1
+        ]
+
+    def _expire(self, parent: Member, faults: list[Fault]) -> None:
+        """Pause a lease's holder after one of its renewals until the very instant
+        that lease expires (its next renewal falls due inside the pause).
+
+        A random length of a pause meets a boundary of the protocol's clocks
+        with a probability near zero; here the boundary is the point. The
+        holder wakes when its lease ends: it must then take a new epoch, and
+        a check that counts the lease still valid (`<=` for `<`) renews it.
+        """
+        faults.append(self.space.until_expiry(self.rng.choice(self._expirable(parent)), self.rng))
+
     def _mutate(self, parent: Member, mutation: str) -> tuple[str, int, tuple[Fault, ...]]:
         faults = list(parent.faults)
         seed = parent.seed
         if mutation == "aim" and not self._aimable(parent):
+            mutation = "add"
+        if mutation == "expiry" and not self._expirable(parent):
             mutation = "add"
         if mutation == "remove" and not faults:
             mutation = "add"
@@ -302,6 +268,8 @@ class Explorer:
             # it stops at the first that fails: several hypotheses per run.
             for _ in range(self.rng.choice(AIMS_PER_RUN)):
                 self._aim(parent, faults)
+        elif mutation == "expiry":
+            self._expire(parent, faults)
         elif mutation == "early":
             faults = list(front_load(tuple(faults), self.space, FRONT_FACTOR))
         elif mutation == "add":
@@ -386,7 +354,11 @@ class Explorer:
                     faults = tuple(sorted(faults + spells.pop(), key=lambda f: int(f.at)))
                 out.append((arm, seed, faults, None))
                 continue
-            members = [m for m in self.corpus if self._aimable(m)] if arm == "aim" else None
+            members = None
+            if arm == "aim":
+                members = [m for m in self.corpus if self._aimable(m)]
+            elif arm == "expiry":
+                members = [m for m in self.corpus if self._expirable(m)]
             parent = self._pick(members)
             mutation, seed, faults = self._mutate(parent, arm)
             out.append((mutation, seed, faults, parent))
@@ -448,7 +420,15 @@ class Explorer:
                 for flag, count in outcome.phase_counts.items():
                     self.flags[flag] = self.flags.get(flag, 0) + count
                 if new:
-                    self.corpus.append(Member(seed, faults, len(new), windows=outcome.windows))
+                    self.corpus.append(
+                        Member(
+                            seed,
+                            faults,
+                            len(new),
+                            windows=outcome.windows,
+                            renewals=outcome.renewals,
+                        )
+                    )
                     if parent is not None:
                         parent.paid += len(new)
                 failure = outcome.failure

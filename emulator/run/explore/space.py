@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 
+from emulator.run.explore.features import Renewal
 from emulator.run.scenario import (
     CrashFault,
     DelayFault,
@@ -135,6 +136,15 @@ class FaultSpace:
         if name is None:
             return fault
         return self.with_length(fault, max(int(getattr(fault, name)), at_least_us))
+
+    def until_expiry(self, renewal: Renewal, rng: random.Random) -> PauseFault:
+        """A pause of `renewal`'s holder, begun after it and before the holder's
+        next renewal, that ends at the very instant the renewed lease expires."""
+        room = max(0, min(renewal.next_us, renewal.expires_us) - renewal.at_us - 2)
+        at = renewal.at_us + 1 + int(room * rng.random())
+        return PauseFault(
+            at=Duration(at), target=renewal.holder, duration=Duration(renewal.expires_us - at)
+        )
 
     def retarget(self, fault: Fault, rng: random.Random) -> Fault:
         if isinstance(fault, CrashFault | PauseFault | SlowStoreFault) and self.targets:

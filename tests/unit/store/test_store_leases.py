@@ -201,3 +201,31 @@ def test_random_interleavings_keep_one_holder_per_epoch_and_fence(
     ops: list[tuple[str, str, int, int, int]],
 ) -> None:
     asyncio.run(run_interleaving(ops))
+
+
+async def test_the_holder_back_at_the_instant_of_expiry_takes_a_new_epoch(store: Store) -> None:
+    await leases.acquire(store, ROLE, "a", 0, TTL)
+    # At exactly TTL the lease is over: its holder, back then, starts epoch 2.
+    again = await leases.acquire(store, ROLE, "a", TTL, TTL)
+    assert again == Lease(ROLE, "a", 2, 2 * TTL)
+    assert await leases.get(store, ROLE) == again
+    assert await leases.fenced_effect(store, ROLE, "a", 2, TTL + 1, b"x")
+
+
+async def test_the_seeded_bug_renews_at_expiry_in_the_view_but_not_the_database(
+    store: Store,
+) -> None:
+    # `lease-renews-at-expiry` (the bug zoo): the view moves on, the row stays
+    # expired, and the holder's fenced writes are refused from then on.
+    store.seed_bugs(frozenset({leases.RENEWS_AT_EXPIRY}))
+    await leases.acquire(store, ROLE, "a", 0, TTL)
+    renewed = await leases.acquire(store, ROLE, "a", TTL, TTL)
+    assert renewed == Lease(ROLE, "a", 1, 2 * TTL)
+    assert store.leases.leader_of(ROLE, TTL + 1) == "a"
+    assert await leases.get(store, ROLE) == Lease(ROLE, "a", 1, TTL)
+    assert not await leases.fenced_effect(store, ROLE, "a", 1, TTL + 1, b"x")
+    # A follower asking the view sees a valid leader and never asks the store.
+    assert await leases.acquire(store, ROLE, "b", TTL + 1, TTL) is None
+    # Once the view's lease is over too, the next candidate finds the row expired.
+    store.seed_bugs(frozenset())
+    assert await leases.acquire(store, ROLE, "c", 3 * TTL, TTL) == Lease(ROLE, "c", 2, 4 * TTL)
