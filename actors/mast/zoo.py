@@ -1,7 +1,8 @@
 """The bug zoo: MAST's seeded protocol bugs, each with a witness scenario.
 
-Every bug is a small `if self.bug(NAME):` in the actor code, next to the
-right behaviour (grep the name). `actors/plugin.py` registers the catalogue
+Every bug is a small `if self.bug(NAME):` in the actor code (one, in the
+store's lease code, `store.bug(NAME)`), next to the right behaviour (grep
+the name). `actors/plugin.py` registers the catalogue
 (`emulator/bugs.py`); a scenario switches bugs on with `bugs = [NAME, …]`.
 
 A witness is a short scripted scenario (actors/mast/scripted.py) with
