@@ -17,6 +17,8 @@ from emulator.trace import TraceEvent
 LEASES = {
     "leader-failover": "a role changed leader: a new lease epoch after the first",
     "leader-lost-lease": "a leader found its lease gone (paused or cut off past its TTL)",
+    "leader-back-at-expiry": "a holder asked for its lease at the very instant it expired "
+    "(it must take a new epoch): the boundary an off-by-one in a lease check shows at",
 }
 
 MAST = {
@@ -58,13 +60,29 @@ CLUSTER = {
 class LeaseDetector:
     """Failovers and lost leases of any role (the lease demo, MAST, the cluster system)."""
 
+    def __init__(self) -> None:
+        self.leases: dict[str, tuple[str, int]] = {}  # role -> holder, expiry
+
     def observe(self, event: TraceEvent) -> Iterable[str]:
+        if event.kind == "store":
+            return self._granted(event) if event.type == "lease.acquire" else ()
         if event.kind != "decision":
             return ()
         if event.type == "lease.leader" and event.payload.get("epoch", 1) > 1:
             return ("leader-failover",)
         if event.type == "lease.lost":
             return ("leader-lost-lease",)
+        return ()
+
+    def _granted(self, event: TraceEvent) -> Iterable[str]:
+        lease = event.payload[1]
+        if not isinstance(lease, dict):
+            return ()
+        role, holder = lease["role"], lease["holder"]
+        before = self.leases.get(role)
+        self.leases[role] = (holder, lease["expires_at_us"])
+        if before == (holder, event.t_us):
+            return ("leader-back-at-expiry",)
         return ()
 
 

@@ -441,8 +441,10 @@ def test_cli_check_clean_run_exits_0(
         f"checked {meta.events} events against lease-safety: 0 violation(s), 0 actor error(s)"
     )
     # Then what the run exercised: the lease demo's sometimes properties.
-    assert rest[0] == "sometimes: 2 of 2 reached over 1 run"
-    assert [line.split()[0] for line in rest[1:]] == ["leader-failover", "leader-lost-lease"]
+    assert rest[0] == "sometimes: 2 of 3 reached over 1 run"
+    names = [line.split()[0] for line in rest[1:]]
+    assert names == ["leader-failover", "leader-lost-lease", "leader-back-at-expiry"]
+    assert "never reached" in rest[3]
 
 
 @pytest.mark.parametrize("command", ["replay", "export", "check"])

@@ -128,7 +128,11 @@ def test_the_command_prints_progress_and_json(
     report = json.loads(out)
     assert code == 0 and report["runs"] == 3 and report["failures"] == []
     assert "explore: leader-lease  seed 1  budget 3 runs" in err
-    assert set(report["sometimes"]) == {"leader-failover", "leader-lost-lease"}
+    assert set(report["sometimes"]) == {
+        "leader-failover",
+        "leader-lost-lease",
+        "leader-back-at-expiry",
+    }
     assert json.loads((out_dir / "explore.json").read_text()) == report
     # The folder is this search's: a second one into it needs --force.
     code, _, err = run_cli(

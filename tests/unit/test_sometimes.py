@@ -159,6 +159,26 @@ def test_lease_detector(event: TraceEvent, reached: list[str]) -> None:
     assert set(reached) <= set(LEASES)
 
 
+def granted(t: int, holder: str, epoch: int, ttl: int = 30) -> TraceEvent:
+    lease = {"role": "r", "holder": holder, "epoch": epoch, "expires_at_us": t + ttl}
+    return TraceEvent(0, t, "store", holder, "", "lease.acquire", [["r", holder, t, ttl], lease])
+
+
+@pytest.mark.parametrize(
+    ("events", "reached"),
+    [
+        ([granted(0, "a", 1), granted(10, "a", 1), granted(40, "a", 2)], ["leader-back-at-expiry"]),
+        ([granted(0, "a", 1), granted(30, "b", 2)], []),  # another holder: a takeover
+        ([granted(0, "a", 1), granted(31, "a", 2)], []),  # back a microsecond late
+        ([granted(0, "a", 1), granted(29, "a", 1)], []),  # an ordinary renewal
+    ],
+)
+def test_lease_detector_sees_a_holder_back_at_its_lease_expiry(
+    events: list[TraceEvent], reached: list[str]
+) -> None:
+    assert found(LeaseDetector(), events) == reached
+
+
 @pytest.mark.parametrize(
     ("event", "reached"),
     [
