@@ -112,9 +112,18 @@ class _Params(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 
 
 # ---- validation helpers ----------------------------------------------------------
+# The sane range of every positive number here (rates, windows, durations, GPU-hours,
+# scales): wide enough for any workload, narrow enough that a ratio or a product of
+# two of them stays a finite float (a log-uniform draw between 1e-300 and 8 is not).
+POSITIVE_MIN = 1e-6
+POSITIVE_MAX = 1e9
+
+
 def _positive(name: str, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    if not (math.isfinite(value) and POSITIVE_MIN <= value <= POSITIVE_MAX):
+        raise ValueError(
+            f"{name} must be a number in [{POSITIVE_MIN:g}, {POSITIVE_MAX:g}], got {value!r}"
+        )
 
 
 def _check_mix(name: str, values: Sequence[int], weights: Sequence[float]) -> None:

@@ -267,6 +267,10 @@ def test_ids_are_unique_zero_padded_and_in_submit_order():
         (lambda: PhillyParams(duration_scale=0.0), "philly.duration_scale"),
         (lambda: PhillyParams(duration_tail_alpha=-0.5), "philly.duration_tail_alpha"),
         (lambda: GavelParams(class_gpu_hours=(0.2, 8, 8, 72, 144)), "class_gpu_hours[2]"),
+        # A subnormal edge made the log-uniform draw infinite (found by the input fuzz).
+        (lambda: GavelParams(class_gpu_hours=(2.2e-308, 8, 16, 72, 144)), "class_gpu_hours[0]"),
+        (lambda: GavelParams(duration_scale=1e12), "gavel.duration_scale"),
+        (lambda: DallyParams(duration_s_max=1e300), "dally.duration_s_max"),
         (lambda: GavelParams(mode_weights=(0, 0, 0)), "must not all be zero"),
         (lambda: GavelParams(models=("resnet50", " ")), "gavel.models[1]"),
         (lambda: DallyParams(models=()), "dally.models"),
