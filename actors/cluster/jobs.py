@@ -414,7 +414,10 @@ def preempt(a: JobAccount, now_us: int) -> Literal["none", "withdraw", "stop"]:
     if a.begin_us is None:
         # Dispatched, its start not heard yet (its CM slow): a start on its GPUs
         # waits for its stop, and for its victims' on those it took from them
-        # (`claims_for`, `plan_victims`).
+        # (`claims_for`, `plan_victims`). It waited until now: that is queueing
+        # (`begin_run` will not count it), and a start heard later counts from here.
+        a.queued_us += max(0, now_us - a.ready_us)
+        a.ready_us = now_us
         a.begin_us, a.stand_in = now_us, claims
     a.state, a.stop_us = "stopping", now_us
     return "stop"

@@ -239,3 +239,16 @@ def test_default_latency_many_traces(
     cluster: Cluster, jobs: list[TraceJobSpec], switches: dict[str, Any]
 ) -> None:
     close_runs(cluster, jobs, switches)
+
+
+def test_a_job_preempted_before_its_start_is_heard_counts_its_wait_as_queueing() -> None:
+    # Found by the slow tier: job 9 waits from 121.7 s, is dispatched at 268 s and
+    # preempted at 269 s before its start was heard; the actors lost that 147 s of
+    # queueing (13.2 s in all against the engine's 160.5 s).
+    def job(gpus: int, at: int, seconds: int, model: str = "ResNet-18") -> TraceJobSpec:
+        return TraceJobSpec(gpus, at, seconds, model, 16, "static")
+
+    jobs = [job(1, 0, 1)] * 6 + [job(1, 0, 120), job(1, 268, 1), job(1, 269, 1)]
+    jobs += [job(3, 0, 600), job(4, 0, 148, "Transformer")]
+    core = {"scheduling": "event", "preemption_cost": True, "comm_model": True}
+    same_run("srtf", Cluster(1, 4, 1), jobs, {**core, "ftf_contention": "gpus"})
