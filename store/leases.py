@@ -52,15 +52,19 @@ async def acquire(
     # of a run's lease calls.
     # The view mirrors every write of the run's only connection, so it is exact.
     known = store.leases.get(role)
-    valid = known is not None and now_us < known.expires_at_us
-    if known is not None and now_us == known.expires_at_us and store.bug(RENEWS_AT_EXPIRY):
-        # Seeded bug: the lease counts as valid at the instant it expires (`<=` for
-        # `<`). A holder renewing then moves the view on, while the deferred UPDATE
-        # below, which wants the row unexpired, matches nothing: the database keeps
-        # the lease expired, so every fenced write of the holder's is refused, and
-        # the view tells every follower the holder leads, so none takes over.
-        valid = True
-    if valid and known is not None and not fresh:
+    # Seeded bug (`RENEWS_AT_EXPIRY`): the lease counts as valid at the instant it
+    # expires (`<=` for `<`). A holder renewing then moves the view on, while the
+    # deferred UPDATE below, which wants the row unexpired, matches nothing: the
+    # database keeps the lease expired, so every fenced write of the holder's is
+    # refused, and the view tells every follower the holder leads, so none takes over.
+    if (
+        known is not None
+        and not fresh
+        and (
+            now_us < known.expires_at_us
+            or (now_us == known.expires_at_us and store.bug(RENEWS_AT_EXPIRY))
+        )
+    ):
         if known.holder != candidate:
             return None
         # A renewal of a valid lease by its holder: the row matches the view,

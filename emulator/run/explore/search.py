@@ -239,23 +239,13 @@ class Explorer:
             and min(r.next_us, r.expires_us) > r.at_us + 1
         ]
 
-    def _expire(self, parent: Member, faults: list[Fault]) -> None:
-        """Pause a lease's holder after one of its renewals until the very instant
-        that lease expires (its next renewal falls due inside the pause).
-
-        A random length of a pause meets a boundary of the protocol's clocks
-        with a probability near zero; here the boundary is the point. The
-        holder wakes when its lease ends: it must then take a new epoch, and
-        a check that counts the lease still valid (`<=` for `<`) renews it.
-        """
-        faults.append(self.space.until_expiry(self.rng.choice(self._expirable(parent)), self.rng))
-
     def _mutate(self, parent: Member, mutation: str) -> tuple[str, int, tuple[Fault, ...]]:
         faults = list(parent.faults)
         seed = parent.seed
         if mutation == "aim" and not self._aimable(parent):
             mutation = "add"
-        if mutation == "expiry" and not self._expirable(parent):
+        expirable = self._expirable(parent) if mutation == "expiry" else []
+        if mutation == "expiry" and not expirable:
             mutation = "add"
         if mutation == "remove" and not faults:
             mutation = "add"
@@ -269,7 +259,11 @@ class Explorer:
             for _ in range(self.rng.choice(AIMS_PER_RUN)):
                 self._aim(parent, faults)
         elif mutation == "expiry":
-            self._expire(parent, faults)
+            # A lease's holder paused after one of its renewals until the very instant
+            # that lease expires: a random pause ends on that boundary with a
+            # probability near zero, and a check off by one at it (`<=` for `<`)
+            # renews a lease the holder must take anew.
+            faults.append(self.space.until_expiry(self.rng.choice(expirable), self.rng))
         elif mutation == "early":
             faults = list(front_load(tuple(faults), self.space, FRONT_FACTOR))
         elif mutation == "add":
