@@ -11,6 +11,10 @@ thousand times per emulated second: the run never ended. Now a start counting
 on such a job names that job's own victims too, a refused or lost plan ends the
 run of a job stopping before its start, and a refused plan is retried after
 `refused_retry`, not at once.
+
+Since Dally ranks jobs whose Nw_sens differ by float noise as equals, that
+run (seed 606400866) preempts no job before its start is heard; seed 81
+under the same faults does (dally-0084), and stands in for it.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ FAULTS: list[dict[str, Any]] = [
 
 def found(tmp_path: Path, duration: str) -> tuple[Any, list[Any]]:
     raw = raw_builtin("dally-cm-failover")
-    raw["seed"] = 606400866
+    raw["seed"] = 81
     raw["duration"] = duration
     raw["faults"] = FAULTS
     raw["invariants"]["stop_on_violation"] = True
@@ -52,13 +56,13 @@ def found(tmp_path: Path, duration: str) -> tuple[Any, list[Any]]:
 
 
 def test_starts_on_a_stand_in_wait_for_its_victims(tmp_path: Path) -> None:
-    # Cut a minute into the loop: before, ~50,000 refusals by then.
-    result, events = found(tmp_path, "2h37m")
+    # At seed 606400866, cut a minute into the loop: ~50,000 refusals by then.
+    result, events = found(tmp_path, "2h50m")
     assert [e for e in events if e.kind == "actor-error"] == []
     assert result.violations == []
     assert decisions(events, "cluster.plan-refused") == []
     # Its plan refused while it was stopping: it never ran, and no stop report will come.
-    assert {"job": "dally-0049"} in decisions(events, "cluster.stop-unstarted")
+    assert {"job": "dally-0084"} in decisions(events, "cluster.stop-unstarted")
 
 
 def test_the_found_schedule_runs_to_its_end_with_every_job_run(tmp_path: Path) -> None:
@@ -68,7 +72,7 @@ def test_the_found_schedule_runs_to_its_end_with_every_job_run(tmp_path: Path) -
     assert [r.stuck for r in judge_liveness(events)] == [[]]
     # Each job ended so had been preempted before its start was heard, and never ran then.
     ended = {d["job"] for d in decisions(events, "cluster.stop-unstarted")}
-    assert "dally-0049" in ended
+    assert "dally-0084" in ended
     for job in ended:
         assert any(job in d["preempt"] for d in decisions(events, "cluster.decision"))
 

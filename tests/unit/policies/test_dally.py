@@ -340,6 +340,22 @@ def test_preemption_is_not_sought_when_an_accepted_offer_exists() -> None:
     assert [(s.placement, s.tier) for s in decision.start] == [((("m000", 8),), "machine")]
 
 
+@pytest.mark.parametrize("ulps", [-3, 0, 3])
+def test_runners_equal_but_for_float_noise_are_ranked_by_job_id(ulps: int) -> None:
+    # Found by the slow differential test: two 4-GPU gangs of one model on like
+    # placements have one Nw_sens, a few ulps apart in one machinery and equal in
+    # the other, which then preempted the other gang. Noise must not pick the victim.
+    progress = 0.45
+    for _ in range(abs(ulps)):
+        progress = math.nextafter(progress, math.inf if ulps > 0 else -math.inf)
+    machines = (slot("m000", "r00", 0), slot("m001", "r00", 0))
+    a = job("a", 8, progress=0.45, executed_s=50, placement=(("m000", 8),))
+    b = job("b", 8, progress=progress, executed_s=50, placement=(("m001", 8),))
+    assert nw_sens(a) - nw_sens(b) == pytest.approx(0.0, abs=1e-15)
+    decision, _ = DALLY.decide(view(0, machines, b, a, job("w", 8)), DallyState(), AUTO)
+    assert decision.preempt == ("a",)
+
+
 def test_a_runner_that_has_done_nothing_is_never_preempted() -> None:
     # Both at Nw_sens 0: "strictly higher" protects the runner that has just started.
     runner = job("r", 8, executed_s=1, placement=(("m000", 8),))

@@ -77,6 +77,18 @@ __all__ = ["Dally", "DallyParams", "nw_sens"]
 SENS_EPS = 1e-9
 
 
+def _rank(sens: float) -> float:
+    """Nw_sens as the orders compare it: values within float noise are one value.
+
+    Two gangs of one model on like placements have the same Nw_sens, but the
+    arithmetic leaves one a few ulps above the other, and which one depends
+    on when their progress was read: a run whose views lag by a millisecond
+    then preempts the other job. Rounded to `SENS_EPS`, they tie and the job
+    id decides, wherever the decision is made.
+    """
+    return round(sens / SENS_EPS)
+
+
 def nw_sens(job: JobView) -> float:
     """W_compl / T_norm for one job (see the module docstring for the mapping)."""
     if job.progress <= 0.0 or job.executed_us <= 0:
@@ -179,11 +191,11 @@ class Dally:
         now = view.now_us
         sens = {j.job_id: nw_sens(j) for j in view.jobs}
         running = sorted(
-            (j for j in view.jobs if j.running), key=lambda j: (-sens[j.job_id], j.job_id)
+            (j for j in view.jobs if j.running), key=lambda j: (-_rank(sens[j.job_id]), j.job_id)
         )
         waiting = sorted(
             (j for j in view.jobs if not j.running),
-            key=lambda j: (sens[j.job_id], j.queued_since_us, j.submit_us, j.job_id),
+            key=lambda j: (_rank(sens[j.job_id]), j.queued_since_us, j.submit_us, j.job_id),
         )
         free: tuple[Slot, ...] = view.machines
         preempt: list[str] = []
