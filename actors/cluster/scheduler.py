@@ -113,6 +113,7 @@ class ClusterScheduler(LeaseHolder):
         self.offers: dict[str, int] = {}  # job → outstanding offer id
         self.next_offer = 0
         self.decide_armed = False
+        self.retry_armed = False
         self.wake_timer: int | None = None
         self.last_decision_us = -1
         self.same_instant = 0
@@ -245,7 +246,11 @@ class ClusterScheduler(LeaseHolder):
             return
         self.decision("cluster.plan-refused", {"job": a.job_id, "why": msg.reason})
         await self._back_to_queue(a, kick=False)
-        self.set_timer(self.params.refused_retry, _Retry())
+        if not self.retry_armed:
+            # One retry for all refusals: a timer per refusal, each retry refused
+            # again, kept a population of timers deciding many times a second.
+            self.retry_armed = True
+            self.set_timer(self.params.refused_retry, _Retry())
 
     async def _began(self, a: JobAccount, begin_us: int) -> None:
         """Its CM started the dispatched job at `begin_us`: it runs."""
@@ -370,6 +375,7 @@ class ClusterScheduler(LeaseHolder):
 
     @on(_Retry)
     def retry(self, _: _Retry) -> None:
+        self.retry_armed = False
         self._kick()
 
     @on(_Round)

@@ -315,6 +315,12 @@ class RefusingCM(ClusterManager):
         self.send_reliably(self.rms, result)
 
 
+class LongRefusingCM(RefusingCM):
+    """Refuses every plan for a minute: refusals long enough to pile retries up."""
+
+    REFUSE_US = 60_000_000
+
+
 class HastyScheduler(ClusterScheduler):
     """Decides again at once after a refused plan (`refused_retry` 0), as the
     scheduler did before: against a CM that keeps refusing, a loop."""

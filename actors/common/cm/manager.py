@@ -245,9 +245,11 @@ class ClusterManager(LeaseHolder):
         if stale:
             self.decision("cm.ignore", {"workload": key[0], "job": key[1], "why": stale})
             return
-        await self.plans.withdraw(key, msg.reason, msg.auction_id)
+        withdrawn = await self.plans.withdraw(key, msg.reason, msg.auction_id)
         job = self.running.get(key)
         if job is None:
+            if not withdrawn and msg.auction_id:
+                await self.plans.stop_before_plan(key, msg.auction_id)
             return
         if msg.auction_id and job.auction_id and job.auction_id != msg.auction_id:
             why = f"stop order for dispatch {msg.auction_id}, running {job.auction_id}"

@@ -15,6 +15,15 @@ again (the award must still stand and the machines still fit), so the RMS
 gets its answer as soon as the victims have stopped, not after its dispatch
 timeout.
 
+A stop order may overtake its plan: the RMS preempts a job whose start it has
+not heard of while the plan is still being resent to a CM that was paused or
+partitioned away. The CM, not running the job, has nothing to stop; the plan
+would then start a job its RMS counts as stopped, on machines it has given
+to others, and every plan counting on them would be refused until that run
+ended by itself. So a stop order for a dispatch this CM has neither started
+nor holds is recorded (`kv`, namespace `cm-stopped/CLUSTER`), and its plan,
+when it comes, is refused.
+
 `Plans` is a collaborator of `ClusterManager` (actors/common/cm/manager.py),
 which hands it the plans and the news of jobs that released their machines;
 it sees the manager through `PlansHost`.
@@ -25,11 +34,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import msgspec
+
 from actors.common.cm.state import CMCore
 from actors.common.messages import EndReason, ExecutePlan, Pace, PlanResult
 from store import kv, leases
 from store.mast import fleet, queue
 from store.mast.records import JobSpec
+
+
+class Stopped(msgspec.Struct, frozen=True):
+    """A dispatch stopped by its RMS before its plan reached this cluster."""
+
+    workload_id: str
+    job: str
+    auction_id: int
 
 
 @dataclass
@@ -80,7 +99,9 @@ class Plans:
     def __init__(self, cm: PlansHost) -> None:
         self.cm = cm
         self.namespace = f"cm-plans/{cm.params.cluster}"
+        self.stopped_namespace = f"cm-stopped/{cm.params.cluster}"
         self.pending: list[Pending] = []
+        self.stopped: set[Stopped] = set()
 
     async def execute(self, msg: ExecutePlan) -> None:
         """Check a plan from the RMS, stop its victims, and start it once they have stopped."""
@@ -103,7 +124,11 @@ class Plans:
             # The RMS may know first that another cluster's job let a machine go.
             await cm.reload()
         victims = {v for v in msg.victims if v in cm.running}
-        problem = await self._award_gone(msg) or self._stale(msg, victims)
+        problem = (
+            await self._stopped_first(msg)
+            or await self._award_gone(msg)
+            or self._stale(msg, victims)
+        )
         if problem:
             cm.decision(
                 "cm.reject", {"workload": msg.workload_id, "job": msg.job.name, "why": problem}
@@ -122,6 +147,16 @@ class Plans:
     async def take_up(self) -> None:
         """Wait again for the victims of the plans the last leader recorded (module docstring)."""
         cm = self.cm
+        self.stopped = set()
+        for name, stopped in await cm.store(kv.items, self.stopped_namespace, Stopped):
+            entry = await cm.store(queue.get, stopped.workload_id)
+            if entry is not None and (entry.state, entry.auction_id) == (
+                "DISPATCHING",
+                stopped.auction_id,
+            ):
+                self.stopped.add(stopped)
+            else:  # its plan can no longer start anyway: nothing to keep
+                await cm.store(kv.delete, self.stopped_namespace, name)
         stored = await cm.store(kv.items, self.namespace, ExecutePlan)
         for name, msg in stored:
             key = (msg.workload_id, msg.job.name)
@@ -144,18 +179,41 @@ class Plans:
         if stored:
             await self.start_ready()
 
-    async def withdraw(self, key: tuple[str, str], reason: EndReason, auction_id: int = 0) -> None:
+    async def withdraw(self, key: tuple[str, str], reason: EndReason, auction_id: int = 0) -> int:
         """Drop the waiting plans of a job its RMS stopped (those of `auction_id`, if
-        given), and report it ended."""
+        given), and report it ended; how many there were."""
         cm = self.cm
-        for plan in [
+        withdrawn = [
             p
             for p in self.pending
             if (p.msg.workload_id, p.msg.job.name) == key and auction_id in (0, p.msg.auction_id)
-        ]:
+        ]
+        for plan in withdrawn:
             self.pending.remove(plan)
             await self._forget(plan)
             cm.report_end(key, reason, plan.msg.auction_id)
+        return len(withdrawn)
+
+    async def stop_before_plan(self, key: tuple[str, str], auction_id: int) -> None:
+        """The RMS stopped dispatch `auction_id` of a job this CM has not started:
+        its plan, still on its way, is refused when it comes (module docstring)."""
+        stopped = Stopped(key[0], key[1], auction_id)
+        if stopped in self.stopped:
+            return
+        self.stopped.add(stopped)
+        await self.cm.store(kv.put, self.stopped_namespace, _stopped_key(stopped), stopped)
+        self.cm.decision(
+            "cm.stop-before-plan", {"workload": key[0], "job": key[1], "auction": auction_id}
+        )
+
+    async def _stopped_first(self, msg: ExecutePlan) -> str:
+        """Why a plan whose stop order came first may not start ('' if none did)."""
+        stopped = Stopped(msg.workload_id, msg.job.name, msg.auction_id)
+        if stopped not in self.stopped:
+            return ""
+        self.stopped.discard(stopped)
+        await self.cm.store(kv.delete, self.stopped_namespace, _stopped_key(stopped))
+        return "its dispatch was stopped before the plan came"
 
     async def refuse_on(self, dead: set[str]) -> None:
         """Refuse now the waiting plans that count on a machine that just failed.
@@ -303,6 +361,10 @@ class Plans:
                 reason=reason,
             ),
         )
+
+
+def _stopped_key(stopped: Stopped) -> str:
+    return f"{stopped.auction_id:012d}/{stopped.workload_id}/{stopped.job}"
 
 
 def _plan_key(msg: ExecutePlan) -> str:
