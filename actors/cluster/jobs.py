@@ -163,6 +163,7 @@ def view_of(a: JobAccount, t: TraceJob, now_us: int, placement: Placement) -> Jo
         current = a.state in ("dispatching", "running") and a.pace is not None
         slowdown = a.pace.slowdown if current and a.pace is not None else a.next_slowdown
     work = progress_at(a, t, now_us)
+    initial = initial_batch(t)
     return JobView(
         job_id=t.job_id,
         gpus=t.gpus,
@@ -179,9 +180,9 @@ def view_of(a: JobAccount, t: TraceJob, now_us: int, placement: Placement) -> Jo
         preemptions=a.preemptions + (1 if stopping else 0),
         slowdown=slowdown,
         mode=t.mode,
-        batch_size=initial_batch(t) * batch_scale_at(t.schedule, work, t.duration_us),
+        batch_size=initial * batch_scale_at(t.schedule, work, t.duration_us),
         weight=t.weight,
-        initial_batch_size=initial_batch(t),
+        initial_batch_size=initial,
     )
 
 

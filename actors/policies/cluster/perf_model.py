@@ -25,6 +25,7 @@ An unknown model gets `DEFAULT_PROFILE`.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -264,6 +265,7 @@ def exclusive_factor(mode: Schedule) -> float:
 _BASE_BATCH = {"resnet50": 16, "resnet18": 16, "lstm": 5, "transformer": 16, "recoder": 512}
 
 
+@functools.lru_cache(maxsize=1024)
 def base_batch_size(model: str) -> int:
     """A job's initial batch size (Shockwave Table 2, else 32)."""
     return _BASE_BATCH.get(_NON_ALNUM.sub("", model.lower()), 32)

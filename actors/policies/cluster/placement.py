@@ -67,6 +67,9 @@ def place(machines: Sequence[Slot], gpus: int, tier: Tier) -> Placement | None:
 
 def best_tier(machines: Sequence[Slot], gpus: int) -> tuple[Tier, Placement] | None:
     """The most consolidated tier at which the gang fits now, with its placement."""
+    if sum(s.gpus_free for s in machines) < gpus:
+        # A full cluster, asked once per waiting job: no tier can fit, skip all three.
+        return None
     for tier in TIERS:
         got = place(machines, gpus, tier)
         if got is not None:

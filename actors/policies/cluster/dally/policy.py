@@ -207,6 +207,9 @@ class Dally:
         # hundreds of waiting jobs linear instead of re-reading the history per job.
         targets: dict[int, Tier] = {}
         timers_of: dict[int, Timers] = {}
+        # Waiting jobs of one Nw_sens (every fresh job: 0) share the runners above
+        # them until a preemption changes who runs.
+        higher_than: dict[float, list[JobView]] = {}
         for job in waiting:
             target = targets.get(job.gpus)
             if target is None:
@@ -218,7 +221,12 @@ class Dally:
             offer = _offer(free, job, timers, starved)
             if offer is None and params.preemption:
                 loosest = loosest_accepted(timers, starved)
-                higher = [r for r in running if sens[r.job_id] - sens[job.job_id] > SENS_EPS]
+                mine = sens[job.job_id]
+                higher = higher_than.get(mine)
+                if higher is None:
+                    higher = higher_than[mine] = [
+                        r for r in running if sens[r.job_id] - mine > SENS_EPS
+                    ]
                 for tier in TIERS[TIERS.index(target) : TIERS.index(loosest) + 1]:
                     victims = _victims(free, job.gpus, tier, higher)
                     if victims is not None:
@@ -226,6 +234,7 @@ class Dally:
                             free = give_back(free, v.placement)
                             preempt.append(v.job_id)
                         running = [r for r in running if r not in victims]
+                        higher_than.clear()
                         offer = _offer(free, job, timers, starved)
                         break
             if offer is None:
