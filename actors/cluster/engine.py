@@ -445,6 +445,11 @@ def simulate(
             if now != next_round:
                 continue
             next_round += round_us
+            if not eng.present:
+                # Its only arrivals failed (wider than the cluster): an empty round
+                # is no decision, as in the actors (a call on no jobs moves
+                # Shockwave's contention integral).
+                continue
         else:
             woken = wake is not None and wake <= now
             if woken:
