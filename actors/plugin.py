@@ -19,6 +19,7 @@ from actors.checks.lost_workload import LostWorkloadChecker
 from actors.checks.preemption import PreemptionChecker
 from actors.checks.progress import ProgressChecker
 from actors.checks.quota import QuotaChecker
+from actors.checks.refusals import RefusalChecker
 from actors.checks.sometimes import (
     CLUSTER,
     LEASES,
@@ -80,6 +81,7 @@ def register() -> None:
         StorageChecker,
         MigrationCapChecker,
         ProgressChecker,
+        RefusalChecker,
     ):
         register_checker(checker.name, checker)
     register_liveness(liveness.WorkloadLiveness.name, liveness.WorkloadLiveness)

@@ -304,13 +304,15 @@ class RefusingCM(ClusterManager):
         if self.now_us >= self.refuse_until:
             await super().execute(msg)
             return
+        why = "refused by a test"
+        self.decision("cm.reject", {"workload": msg.workload_id, "job": msg.job.name, "why": why})
         result = PlanResult(
             auction_id=msg.auction_id,
             workload_id=msg.workload_id,
             job=msg.job.name,
             cluster=self.params.cluster,
             ok=False,
-            reason="refused by a test",
+            reason=why,
         )
         self.send_reliably(self.rms, result)
 
@@ -319,6 +321,12 @@ class LongRefusingCM(RefusingCM):
     """Refuses every plan for a minute: refusals long enough to pile retries up."""
 
     REFUSE_US = 60_000_000
+
+
+class AlwaysRefusingCM(RefusingCM):
+    """Refuses every plan, all run long: a planner whose view never converges."""
+
+    REFUSE_US = 10**15
 
 
 class HastyScheduler(ClusterScheduler):

@@ -28,6 +28,7 @@ from emulator.liveness import judge_liveness
 from tests.support.broken import (
     SMALL_CLUSTER,
     SMALL_CLUSTER_TEMPLATE,
+    AlwaysRefusingCM,
     LongRefusingCM,
     RefusingCM,
     broken_cluster,
@@ -136,3 +137,16 @@ def test_a_stop_that_overtakes_its_plan_keeps_the_plan_from_starting(tmp_path: P
     for e in refused:
         assert any(s.workload == e.workload and s.t_us < e.t_us for s in stopped)
     assert len(decisions(events, "cluster.plan-refused")) < 20
+
+
+def test_plans_refused_without_end_are_a_violation(tmp_path: Path) -> None:
+    # The refusals checker on a CM that refuses every plan: the scheduler retries
+    # every `refused_retry`, and the hundredth refusal in a row of one job fails
+    # the run (before the checker, such a run said ok).
+    kind = broken_cluster("test-always-refusing-cm", cm=AlwaysRefusingCM)
+    raw = tomllib.loads(SMALL_CLUSTER.format(kind=kind))
+    raw["invariants"]["enabled"].append("refusals")
+    result, _ = run_raw(raw, tmp_path / "run.db")
+    assert result.status == "violated"
+    assert [v[2] for v in result.violations] == ["refusals"]
+    assert "100 plans refused in a row since" in result.violations[0][3]
