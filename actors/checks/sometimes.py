@@ -54,6 +54,8 @@ CLUSTER = {
     "late; the job ran on",
     "cluster-stop-unstarted": "a job preempted before its start was heard never started "
     "(its plan refused, or lost with a leader); its run ended without a stop report",
+    "cluster-stop-before-plan": "a stop order reached a CM before the plan it stopped "
+    "(resent across a pause or a failover); the CM will refuse the plan",
 }
 
 
@@ -191,6 +193,7 @@ _CLUSTER_EVENTS = {
     "cluster.stale-end": "cluster-stale-end",
     "cluster.started-unheard": "cluster-started-unheard",
     "cluster.stop-unstarted": "cluster-stop-unstarted",
+    "cm.stop-before-plan": "cluster-stop-before-plan",
 }
 
 

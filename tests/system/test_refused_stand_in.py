@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.liveness import judge_liveness
+from emulator.sometimes import tally
 from tests.support.broken import (
     SMALL_CLUSTER,
     SMALL_CLUSTER_TEMPLATE,
@@ -137,6 +138,7 @@ def test_a_stop_that_overtakes_its_plan_keeps_the_plan_from_starting(tmp_path: P
     for e in refused:
         assert any(s.workload == e.workload and s.t_us < e.t_us for s in stopped)
     assert len(decisions(events, "cluster.plan-refused")) < 20
+    assert tally(events, "cluster")["cluster-stop-before-plan"] > 0
 
 
 def test_plans_refused_without_end_are_a_violation(tmp_path: Path) -> None:

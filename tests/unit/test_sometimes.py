@@ -189,6 +189,11 @@ def test_lease_detector_sees_a_holder_back_at_its_lease_expiry(
         (decision("cluster.stale-end", job="j", auction=2), ["cluster-stale-end"]),
         (decision("cluster.started-unheard", job="j"), ["cluster-started-unheard"]),
         (decision("cluster.stop-unstarted", job="j"), ["cluster-stop-unstarted"]),
+        (
+            decision("cm.stop-before-plan", workload="w", job="j", auction=3),
+            ["cluster-stop-before-plan"],
+        ),
+        (decision("cm.reject", workload="w", job="j", why="x"), []),
         (decision("cluster.job-done", job="j"), []),
     ],
 )
