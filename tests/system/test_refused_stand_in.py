@@ -55,11 +55,13 @@ FAULTS: list[dict[str, Any]] = [
 ]
 
 
-def found(tmp_path: Path, duration: str, seed: int = 81) -> tuple[Any, list[Any]]:
+def found(
+    tmp_path: Path, duration: str, seed: int = 81, more: list[dict[str, Any]] | None = None
+) -> tuple[Any, list[Any]]:
     raw = raw_builtin("dally-cm-failover")
     raw["seed"] = seed
     raw["duration"] = duration
-    raw["faults"] = FAULTS
+    raw["faults"] = FAULTS + (more or [])
     raw["invariants"]["stop_on_violation"] = True
     return run_raw(raw, tmp_path / "run.db")
 
@@ -152,3 +154,20 @@ def test_plans_refused_without_end_are_a_violation(tmp_path: Path) -> None:
     assert result.status == "violated"
     assert [v[2] for v in result.violations] == ["refusals"]
     assert "100 plans refused in a row since" in result.violations[0][3]
+
+
+def test_a_new_cm_leader_refuses_the_plans_its_predecessor_saw_stopped(tmp_path: Path) -> None:
+    # Seed 112 again, its CM leader crashed at 3853 s: cm/dc/c0/0 recorded the stop
+    # orders of dally-0060 and dally-0061 at 3851 s; their plans reach cm/dc/c0/2 at
+    # 3881 s, which must have read the records when it took the role up.
+    crash = {"action": "crash", "at": "3853s", "target": CM, "restart_after": "1m"}
+    result, events = found(tmp_path, "3h", seed=112, more=[crash])
+    assert result.status == "ok" and result.violations == []
+    recorded = {e.workload: e.src for e in decision_events(events, "cm.stop-before-plan")}
+    refused = {
+        e.workload: e.src
+        for e in decision_events(events, "cm.reject")
+        if "stopped before" in e.fields["why"]
+    }
+    for workload in ("dally-0060", "dally-0061"):
+        assert (recorded[workload], refused.get(workload)) == ("cm/dc/c0/0", "cm/dc/c0/2")
