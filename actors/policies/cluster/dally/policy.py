@@ -77,7 +77,7 @@ __all__ = ["Dally", "DallyParams", "nw_sens"]
 SENS_EPS = 1e-9
 
 
-def _rank(sens: float) -> float:
+def _rank(sens: float) -> int:
     """Nw_sens as the orders compare it: values within float noise are one value.
 
     Two gangs of one model on like placements have the same Nw_sens, but the
