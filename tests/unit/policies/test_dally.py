@@ -356,6 +356,26 @@ def test_runners_equal_but_for_float_noise_are_ranked_by_job_id(ulps: int) -> No
     assert decision.preempt == ("a",)
 
 
+@pytest.mark.parametrize(
+    ("margin", "runner_progress", "preempted"),
+    [
+        # Waiter at Nw_sens 0.9 (0.45 in 50 s of a 100 s ideal); the runner just above it.
+        (0.0, 0.4502, ("r",)),  # 0.9004: higher, so preempted (the paper's rule)
+        (0.001, 0.4502, ()),  # 0.04% higher: within the margin, spared
+        (0.001, 0.4600, ("r",)),  # 2.2% higher: beyond it
+    ],
+)
+def test_preempt_margin_spares_runners_barely_above(
+    margin: float, runner_progress: float, preempted: tuple[str, ...]
+) -> None:
+    machines = (slot("m000", "r00", 0),)
+    runner = job("r", 8, progress=runner_progress, executed_s=50, placement=(("m000", 8),))
+    waiter = job("w", 8, progress=0.45, executed_s=50)
+    params = DallyParams(timers="no-wait", preempt_margin=margin)
+    decision, _ = DALLY.decide(view(0, machines, runner, waiter), DallyState(), params)
+    assert decision.preempt == preempted
+
+
 def test_a_runner_that_has_done_nothing_is_never_preempted() -> None:
     # Both at Nw_sens 0: "strictly higher" protects the runner that has just started.
     runner = job("r", 8, executed_s=1, placement=(("m000", 8),))
@@ -372,6 +392,9 @@ BAD_PARAMS = [
     ({"history_window_s": 0.0}, "dally.history_window_s"),
     ({"history_count_max": 0}, "dally.history_count_max"),
     ({"history_count_max": 10_001}, "dally.history_count_max"),
+    ({"preempt_margin": -0.001}, "dally.preempt_margin"),
+    ({"preempt_margin": math.nan}, "dally.preempt_margin"),
+    ({"preempt_margin": 1.5}, "dally.preempt_margin"),
 ]
 
 

@@ -34,7 +34,8 @@ Preemption (§IV-B1, §VI-3). Nw_sens is also the preemption priority: the
 highest value is preempted first, the way Tiresias preempts the highest
 2D-LAS value. The paper gives no more detail, so the rule is: when a waiting
 job gets no offer it accepts, running jobs with a higher Nw_sens (by more
-than float noise, `SENS_EPS`) are preempted, highest first, until the job
+than `preempt_margin` of the waiting job's, none by default, and than float
+noise, `SENS_EPS`) are preempted, highest first, until the job
 fits at the most consolidated tier it can use (failing that, the next
 looser tier its agent accepts now); victims not needed for that fit are
 then spared. A job whose offer is accepted never preempts: Dally-noWait
@@ -225,7 +226,9 @@ class Dally:
                 higher = higher_than.get(mine)
                 if higher is None:
                     higher = higher_than[mine] = [
-                        r for r in running if sens[r.job_id] - mine > SENS_EPS
+                        r
+                        for r in running
+                        if sens[r.job_id] - mine > max(SENS_EPS, params.preempt_margin * mine)
                     ]
                 for tier in TIERS[TIERS.index(target) : TIERS.index(loosest) + 1]:
                     victims = _victims(free, job.gpus, tier, higher)
