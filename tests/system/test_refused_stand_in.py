@@ -76,6 +76,11 @@ def test_starts_on_a_stand_in_wait_for_its_victims(tmp_path: Path) -> None:
     assert decisions(events, "cluster.stop-unstarted")
 
 
+def stopped_first(events: list[Any]) -> list[Any]:
+    """The CMs' refusals of plans whose stop orders came first (`cm.stop-before-plan`)."""
+    return [e for e in decision_events(events, "cm.reject") if "stopped before" in e.fields["why"]]
+
+
 def test_the_found_schedule_runs_to_its_end_with_every_job_run(tmp_path: Path) -> None:
     result, events = found(tmp_path, "24h")
     assert [e for e in events if e.kind == "actor-error"] == []
@@ -133,9 +138,7 @@ def test_a_stop_that_overtakes_its_plan_keeps_the_plan_from_starting(tmp_path: P
     assert result.status == "ok" and result.violations == []
     assert [r.stuck for r in judge_liveness(events)] == [[]]
     stopped = decision_events(events, "cm.stop-before-plan")
-    refused = [
-        e for e in decision_events(events, "cm.reject") if "stopped before" in e.fields["why"]
-    ]
+    refused = stopped_first(events)
     assert {e.workload for e in refused} >= {"dally-0060", "dally-0061"}
     for e in refused:
         assert any(s.workload == e.workload and s.t_us < e.t_us for s in stopped)
@@ -164,10 +167,6 @@ def test_a_new_cm_leader_refuses_the_plans_its_predecessor_saw_stopped(tmp_path:
     result, events = found(tmp_path, "3h", seed=112, more=[crash])
     assert result.status == "ok" and result.violations == []
     recorded = {e.workload: e.src for e in decision_events(events, "cm.stop-before-plan")}
-    refused = {
-        e.workload: e.src
-        for e in decision_events(events, "cm.reject")
-        if "stopped before" in e.fields["why"]
-    }
+    refused = {e.workload: e.src for e in stopped_first(events)}
     for workload in ("dally-0060", "dally-0061"):
         assert (recorded[workload], refused.get(workload)) == ("cm/dc/c0/0", "cm/dc/c0/2")

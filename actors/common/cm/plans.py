@@ -21,8 +21,8 @@ partitioned away. The CM, not running the job, has nothing to stop; the plan
 would then start a job its RMS counts as stopped, on machines it has given
 to others, and every plan counting on them would be refused until that run
 ended by itself. So a stop order for a dispatch this CM has neither started
-nor holds is recorded (`kv`, namespace `cm-stopped/CLUSTER`), and its plan,
-when it comes, is refused.
+nor holds, while that dispatch's award still stands, is recorded (`kv`,
+namespace `cm-stopped/CLUSTER`), and its plan, when it comes, is refused.
 
 `Plans` is a collaborator of `ClusterManager` (actors/common/cm/manager.py),
 which hands it the plans and the news of jobs that released their machines;
@@ -149,11 +149,7 @@ class Plans:
         cm = self.cm
         self.stopped = set()
         for name, stopped in await cm.store(kv.items, self.stopped_namespace, Stopped):
-            entry = await cm.store(queue.get, stopped.workload_id)
-            if entry is not None and (entry.state, entry.auction_id) == (
-                "DISPATCHING",
-                stopped.auction_id,
-            ):
+            if await self._award_stands(stopped.workload_id, stopped.auction_id):
                 self.stopped.add(stopped)
             else:  # its plan can no longer start anyway: nothing to keep
                 await cm.store(kv.delete, self.stopped_namespace, name)
@@ -198,8 +194,8 @@ class Plans:
         """The RMS stopped dispatch `auction_id` of a job this CM has not started:
         its plan, still on its way, is refused when it comes (module docstring)."""
         stopped = Stopped(key[0], key[1], auction_id)
-        if stopped in self.stopped:
-            return
+        if stopped in self.stopped or not await self._award_stands(key[0], auction_id):
+            return  # recorded already, or its plan would be refused anyway
         self.stopped.add(stopped)
         await self.cm.store(kv.put, self.stopped_namespace, _stopped_key(stopped), stopped)
         self.cm.decision(
@@ -275,11 +271,15 @@ class Plans:
         workload went back to the queue, or to another region. Such a plan
         must neither preempt anyone nor start a second copy of a job.
         """
-        entry = await self.cm.store(queue.get, msg.workload_id)
-        if entry is None or entry.state != "DISPATCHING" or entry.auction_id != msg.auction_id:
+        if not await self._award_stands(msg.workload_id, msg.auction_id):
             return "the award of this plan no longer stands"
         # A deposed RMS's plan: its successor has settled (or will) the dispatch.
         return await self.stale_rms_epoch(msg.rms_epoch, "plan")
+
+    async def _award_stands(self, workload_id: str, auction_id: int) -> bool:
+        """Whether the workload is DISPATCHING under `auction_id` in the job queue."""
+        entry = await self.cm.store(queue.get, workload_id)
+        return entry is not None and (entry.state, entry.auction_id) == ("DISPATCHING", auction_id)
 
     def _stale(self, msg: ExecutePlan, victims: set[tuple[str, str]]) -> str:
         """Why the plan can no longer run as planned ('' if it can)."""
