@@ -64,6 +64,13 @@ POLICIES = names()
 #   their agents started): on 2026-11-29 a slow sample parted by 5.2% from one
 #   such preemption at 268 s (another, at 5.0%, came from float noise between
 #   equal gangs, since ranked as equals: `dally._rank`).
+# Themis ranked ρ exactly: jobs that never waited sit at ρ = 1 in the engine
+# and at 1 plus their agents' start-up ms over their run times in the actors;
+# a slow sample (2026-11-29) parted by 6.6% when those ms chose the job that
+# lost its lease. It ranks ρ at `ThemisParams.rho_resolution` since (that
+# trace: +0.0007%). Gandiva-fair's rounds counted a job arriving on a round's
+# boundary in the engine and not in the actors (11% on another): the traces
+# keep arrivals off boundaries since.
 # Tiresias-Gittins parted by up to 78% until its policy read thresholds and the
 # service distribution with a slack (`TiresiasParams.crossing_slack_s`):
 # within 0.3% on the third sample. Before the traces drew generic times, half
@@ -321,5 +328,28 @@ def test_dally_picks_one_victim_among_gangs_equal_but_for_float_noise() -> None:
         )
     preempted = {j["job_id"]: j["preemptions"] for j in want["jobs"]}
     assert preempted["0"] == 1 and preempted["8"] == 0
+    assert {j["job_id"]: j["preemptions"] for j in got["jobs"]} == preempted
+    assert got["jct_s"]["avg"] == pytest.approx(want["jct_s"]["avg"], rel=0.01)
+
+
+def test_themis_keeps_the_older_of_two_jobs_that_never_waited() -> None:
+    # Found by the slow tier: at 240 s job 7 (3 GPUs, since 0 s) and job 8 (8 GPUs,
+    # since 66 s) have never waited, ρ = 1 in the engine and 1 + a few ms over their
+    # run times in the actors; ranked exactly, those ms made the actors preempt job 7
+    # where the engine (a tie: the older first) preempted job 8. 6.6% apart in all.
+    def job(gpus: int, at: int, seconds: float, model: str = "ResNet-18") -> TraceJobSpec:
+        return TraceJobSpec(gpus, at, seconds, model, 16, "static")
+
+    jobs = [job(1, 102, 600.03), job(1, 131, 1.37), job(1, 231, 1.65), job(1, 313, 240.01)]
+    jobs += [job(1, 416, 1.94), job(1, 582, 1.92), job(1, 619, 1.75), job(3, 0, 893.74)]
+    jobs += [job(8, 66, 240.86, "Transformer"), job(16, 1, 1.02)]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        write_trace(folder / "trace.tsv", jobs)
+        got, want = default_latency_reports(
+            "themis", Cluster(3, 4, 2), EVENT, folder, str(folder / "trace.tsv")
+        )
+    preempted = {j["job_id"]: j["preemptions"] for j in want["jobs"]}
+    assert preempted["7"] == 1 and preempted["8"] == 3
     assert {j["job_id"]: j["preemptions"] for j in got["jobs"]} == preempted
     assert got["jct_s"]["avg"] == pytest.approx(want["jct_s"]["avg"], rel=0.01)

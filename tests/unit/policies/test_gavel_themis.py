@@ -167,9 +167,34 @@ def test_themis_estimates_rho_with_the_runs_contention_convention(counts: str, k
     assert [s.job_id for s in decision.start] == [kept]
 
 
+@pytest.mark.parametrize(
+    ("resolution", "preempted"),
+    [
+        # a and b never waited: rho 1 each, but b's agent started 7 ms late (its run counts
+        # 7 ms less: rho 1.0000035). Within the resolution they tie and the older keeps
+        # its lease, as in the engine where both are exactly 1.
+        (1e-3, "b"),
+        # Ranked exactly, the 7 ms decide: a, the older, loses its lease.
+        (0.0, "a"),
+    ],
+)
+def test_themis_ranks_rho_at_its_resolution(resolution: float, preempted: str) -> None:
+    on = {"a": (("m0", 2),), "b": (("m0", 2),)}
+    a = _job("a", 2, 0, 2000, executed_s=1080, placement=on["a"])
+    b = _job("b", 2, 580, 2000, executed_s=500, placement=on["b"])
+    b = msgspec.structs.replace(b, executed_us=b.executed_us - 7_000, progress=499.993 / 2000)
+    waiting = _job("w", 2, 0, 1000)  # rho (1080 + 1000) / 1000: first in every order
+    params = ThemisParams(filter_fraction=1.0, rho_resolution=resolution)
+    decision, _ = Themis().decide(_view(1080, 0, a, b, waiting), None, params)
+    assert decision.preempt == (preempted,)
+    assert [s.job_id for s in decision.start] == ["w"]
+
+
 def test_params_name_the_bad_field() -> None:
     with pytest.raises(ValueError, match=r"themis\.filter_fraction must be in \(0, 1\]"):
         ThemisParams(filter_fraction=0)
+    with pytest.raises(ValueError, match=r"themis\.rho_resolution must be in \[0, 1\]"):
+        ThemisParams(rho_resolution=-0.1)
     with pytest.raises(ValueError, match=r"gavel-maxmin\.round_s must be > 0"):
         MaxMinParams(round_s=0)
 
