@@ -28,7 +28,8 @@ from emulator.trace import TraceEvent
 from tests.support.builtin import raw_builtin, run_raw
 from tests.support.trace import decisions, delivered
 
-FLEET = ("meta-day", "meta-week", "meta-scale")  # `bench day` and its peers watch those
+# The fleet's scenarios: `bench day` and its peers watch those, meta-chaos has its own test.
+FLEET = ("meta-day", "meta-week", "meta-scale", "meta-chaos")
 
 
 def mast_builtins() -> list[str]:

@@ -53,7 +53,7 @@ DAMAGED_SLOW = 100
 BOUND_S = 90
 # Worlds whose setup alone takes seconds: the default run plans their mutants
 # (all of the validation) without running them; the slow run runs them too.
-HEAVY = frozenset({"meta-day", "meta-scale", "meta-week"})
+HEAVY = frozenset({"meta-day", "meta-scale", "meta-week", "meta-chaos"})
 NOISE = ("Traceback", "Event loop is closed", "Task was destroyed", "was never awaited")
 SCENARIOS = sorted(builtin_scenarios())
 
