@@ -1,7 +1,10 @@
 """MAST's invariant 4, `auction`: one winner per auction, one region per workload.
 
 An auction has at most one winner, and a workload is awarded only while it
-is queued (so it is never dispatched to two regions at once); the GMS gives
+is queued (so it is never dispatched to two regions at once) and only by the
+GMS leader whose lease is valid then (the epoch its award names is the
+current one, not expired: the store's fence enforces it, and a write that
+forgets it lets a deposed leader award); the GMS gives
 a region's work up only while none of the region's roles (`rms/R`,
 `cm/R/...`) has led since the time it says the region went dark; with
 pipelined auctions, an RMS's open bids (`rms.hold`) without victims never
@@ -34,6 +37,8 @@ class AuctionChecker(StoreChecker):
     def __init__(self) -> None:
         super().__init__()
         self.winner: dict[int, str] = {}
+        # Each role's current lease as the store granted it: (epoch, holder).
+        self.lease: dict[str, tuple[int, str]] = {}
         # When each role's lease (last) expires: a region's work may be given up
         # only once its RMS and CMs (`cm/REGION/...`) have all been without one.
         self.expires_us: dict[str, int] = {}
@@ -93,6 +98,7 @@ class AuctionChecker(StoreChecker):
     def on_lease(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         if result:
             self.expires_us[args[0]] = result["expires_at_us"]
+            self.lease[args[0]] = (result["epoch"], result["holder"])
         return []
 
     def on_lease_release(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
@@ -124,4 +130,14 @@ class AuctionChecker(StoreChecker):
         state = self.queue.get(workload)
         if state not in QUEUED:
             out.append(f"{workload} awarded to {region} while {state}")
+        fence, now_us = args[0], args[1]
+        role, epoch, holder = fence["role"], fence["epoch"], fence["holder"]
+        current = self.lease.get(role)
+        expires_us = self.expires_us.get(role, 0)
+        if current != (epoch, holder) or now_us >= expires_us:
+            held = f"epoch {current[0]} of {current[1]}" if current else "no lease"
+            out.append(
+                f"{workload} awarded to {region} by {holder} in epoch {epoch} of {role} at "
+                f"{now_us} µs, when the lease was {held}, valid until {expires_us} µs"
+            )
         return out

@@ -357,10 +357,10 @@ class GlobalScheduler(LeaseHolder):
             self.params.auction_deadline,
         )
         for msg, regions in opened:
-            await self._settle(msg, replies[: len(regions)])
+            await self._settle(msg, replies[: len(regions)], pipelined=len(opened) > 1)
             replies = replies[len(regions) :]
 
-    async def _settle(self, opened: AuctionOpen, replies: list[Any]) -> None:
+    async def _settle(self, opened: AuctionOpen, replies: list[Any], pipelined: bool) -> None:
         """Award an auction to its best bid (compare-and-set), or send its workload waiting."""
         auction_id, workload_id = opened.auction_id, opened.workload_id
         spec, priority = self.specs[workload_id], opened.priority
@@ -371,9 +371,13 @@ class GlobalScheduler(LeaseHolder):
         abstains = [a for a in replies if isinstance(a, Abstain)]
         if bids:
             winner = bids[0]
-            won = self.fence is not None and await self.store(
-                queue.award, self.fence, self.now_us, workload_id, auction_id, winner.region
-            )
+            args = (self.fence, self.now_us, workload_id, auction_id, winner.region)
+            # Seeded bug `gms-award-forgets-epoch`: the awards of a pipelined batch are
+            # written without the lease in their condition, so a leader whose lease
+            # lapsed while the batch's bids came in (paused) still awards.
+            if pipelined and self.bug("gms-award-forgets-epoch"):
+                args += (False,)
+            won = self.fence is not None and await self.store(queue.award, *args)
             self.decision(
                 "auction.award" if won else "auction.lost-cas",
                 {

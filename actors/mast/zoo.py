@@ -157,6 +157,17 @@ def _pipelined() -> dict[str, Any]:
     return raw
 
 
+def _gms_paused_in_pipelined_batch() -> dict[str, Any]:
+    """Four workloads at once, four auctions in flight to east and west; the GMS leader
+    (east) pauses 5 ms after opening them, before west's bids cross the WAN, and is
+    back at 20 s: its 5-s lease lapsed meanwhile and a follower took over at 16 s."""
+    raw = scenario([workload(f"W{i}", "hi", 0, job(gpus=16)) for i in range(4)], duration="20m")
+    raw["system"]["auction"] = {"pipeline": 4}
+    raw["system"]["lease"] = {"ttl": "5s", "renew_every": "1s"}
+    raw["faults"] = [pause("leader of gms", "10.005s", "10s")]
+    return raw
+
+
 def _rms_dark() -> dict[str, Any]:
     """Every RMS of east is down from 10 min for 20 min; its CMs lead and W runs on."""
     raw = scenario([workload("W", "hi", 0, job(gpus=8, work=2 * H))], duration="45m")
@@ -421,6 +432,19 @@ ZOO: tuple[ZooBug, ...] = (
         _pause_to_expiry,
         chaos_caught=0,
         chaos_first_seed=None,
+    ),
+    ZooBug(
+        "gms-award-forgets-epoch",
+        "the awards of a pipelined batch are written without the GMS lease in their "
+        "condition, so a leader whose lease lapsed while their bids came in (paused) "
+        "still awards",
+        "deep",
+        "auction",
+        _gms_paused_in_pipelined_batch,
+        chaos_caught=0,
+        chaos_first_seed=None,
+        family_overrides=(("system.auction", {"pipeline": 4}),),
+        family_caught=0,
     ),
     ZooBug(
         "rms-timeout-takes-old-attempt",

@@ -175,17 +175,26 @@ async def rank(
 
 @store_event("queue.award")
 async def award(
-    store: Store, fence: Fence, now_us: int, workload_id: str, auction_id: int, region: str
+    store: Store,
+    fence: Fence,
+    now_us: int,
+    workload_id: str,
+    auction_id: int,
+    region: str,
+    fenced: bool = True,
 ) -> bool:
     """Compare-and-set a queued workload to DISPATCHING in `region` (fenced by the GMS lease).
 
     Committed before the award is announced: at most one region holds a
-    workload at a time, whatever messages are lost or repeated.
+    workload at a time, whatever messages are lost or repeated. `fenced`
+    False leaves the lease out of the condition: only the seeded bug
+    `gms-award-forgets-epoch` (`actors/mast/zoo.py`) asks for that.
     """
+    condition = f"AND {FENCE}" if fenced else ""
     changed = await store.write(
         "UPDATE workloads SET state = 'DISPATCHING', region = :region, auction_id = :auction, "
         "gms_epoch = :epoch, attempts = attempts + 1, version = version + 1 "
-        f"WHERE id = :id AND state IN {QUEUED} AND {FENCE}",
+        f"WHERE id = :id AND state IN {QUEUED} {condition}",
         {**fence.params(now_us), "region": region, "auction": auction_id, "id": workload_id},
     )
     return changed == 1

@@ -73,9 +73,16 @@ class UnfencedCandidate(LeaseCandidate):
 # ---- auction -------------------------------------------------------------------------------------
 @store_event("queue.award")
 async def award_twice(
-    store: Store, fence: Fence, now_us: int, workload_id: str, auction_id: int, region: str
+    store: Store,
+    fence: Fence,
+    now_us: int,
+    workload_id: str,
+    auction_id: int,
+    region: str,
+    fenced: bool = True,
 ) -> bool:
-    """BROKEN: no compare-and-set on the workload's state."""
+    """BROKEN: no compare-and-set on the workload's state (`fenced` as in `queue.award`)."""
+    del fenced
     await store.write(
         f"UPDATE workloads SET state = 'DISPATCHING', region = :region WHERE id = :id AND {FENCE}",
         {**fence.params(now_us), "region": region, "id": workload_id},
