@@ -64,13 +64,19 @@ POLICIES = names()
 #   their agents started): on 2026-11-29 a slow sample parted by 5.2% from one
 #   such preemption at 268 s (another, at 5.0%, came from float noise between
 #   equal gangs, since ranked as equals: `dally._rank`).
-# Themis ranked ρ exactly: jobs that never waited sit at ρ = 1 in the engine
-# and at 1 plus their agents' start-up ms over their run times in the actors;
-# a slow sample (2026-11-29) parted by 6.6% when those ms chose the job that
-# lost its lease. It ranks ρ at `ThemisParams.rho_resolution` since (that
-# trace: +0.0007%). Gandiva-fair's rounds counted a job arriving on a round's
-# boundary in the engine and not in the actors (11% on another): the traces
-# keep arrivals off boundaries since.
+# Themis ranks ρ exactly by default: jobs that never waited sit at ρ = 1 in
+# the engine and at 1 plus their agents' start-up ms over their run times in
+# the actors; a slow sample (2026-11-29) parted by 6.6% when those ms chose
+# the job that lost its lease. Dally likewise: a sample parted by 39% when
+# they chose which of two equal 1-GPU runners to preempt. Each policy has a
+# switch that ties values that close (`ThemisParams.rho_resolution`,
+# `DallyParams.rank_resolution`), off by default: on the built-in scenarios
+# it brings the machineries no closer (shockwave-fairness: exactly equal with
+# Themis's off). The comparison here turns them on (`TIES`): what it checks is
+# that the machineries agree where no ms decides.
+# Gandiva-fair's rounds counted a job arriving on a round's boundary in the
+# engine and not in the actors (11% on another): the traces keep arrivals off
+# boundaries since.
 # Tiresias-Gittins parted by up to 78% until its policy read thresholds and the
 # service distribution with a slack (`TiresiasParams.crossing_slack_s`):
 # within 0.3% on the third sample. Before the traces drew generic times, half
@@ -85,6 +91,8 @@ JCT_REL = {
     "themis": 0.03,
     "mst": 0.03,
 }
+# The policies' switches that tie figures a few ms apart (see above).
+TIES = {"dally": {"rank_resolution": 1e-4}, "themis": {"rho_resolution": 1e-4}}
 # Report keys that name the run rather than measure it.
 RUN_KEYS = {"engine", "trace_hash", "seed", "scenario"}
 FAST = settings(
@@ -126,8 +134,11 @@ def same_run(
 def default_latency_reports(
     policy: str, cluster: Cluster, switches: dict[str, Any], folder: Path, trace: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The actors' and the engine's reports of one policy with the default latencies."""
+    """The actors' and the engine's reports of one policy with the default latencies
+    (and the policy's tie switch on, `TIES`)."""
     raw = scenario(policy, cluster, {**switches, "control_latency": "default"}, trace)
+    if policy in TIES:
+        raw["system"]["policy_params"] = {policy: TIES[policy]}
     actors = run_actors(raw, folder, name=f"{policy}-actors")
     reference = run_reference(raw, folder, name=f"{policy}-reference")
     assert actors.status == "ok", (policy, actors.violations, actors.actor_errors)
@@ -332,11 +343,13 @@ def test_dally_picks_one_victim_among_gangs_equal_but_for_float_noise() -> None:
     assert got["jct_s"]["avg"] == pytest.approx(want["jct_s"]["avg"], rel=0.01)
 
 
-def test_themis_keeps_the_older_of_two_jobs_that_never_waited() -> None:
+@pytest.mark.parametrize(("resolution", "agree"), [(0.0, False), (1e-4, True)])
+def test_themis_rho_resolution_ties_jobs_that_never_waited(resolution: float, agree: bool) -> None:
     # Found by the slow tier: at 240 s job 7 (3 GPUs, since 0 s) and job 8 (8 GPUs,
     # since 66 s) have never waited, ρ = 1 in the engine and 1 + a few ms over their
-    # run times in the actors; ranked exactly, those ms made the actors preempt job 7
-    # where the engine (a tie: the older first) preempted job 8. 6.6% apart in all.
+    # run times in the actors. Ranked exactly (the default), those ms make the actors
+    # preempt job 7 where the engine (a tie: the older first) preempts job 8, and the
+    # runs part by 6.6%; within `rho_resolution` they tie in both.
     def job(gpus: int, at: int, seconds: float, model: str = "ResNet-18") -> TraceJobSpec:
         return TraceJobSpec(gpus, at, seconds, model, 16, "static")
 
@@ -346,10 +359,55 @@ def test_themis_keeps_the_older_of_two_jobs_that_never_waited() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         write_trace(folder / "trace.tsv", jobs)
-        got, want = default_latency_reports(
-            "themis", Cluster(3, 4, 2), EVENT, folder, str(folder / "trace.tsv")
-        )
+        raw = scenario("themis", Cluster(3, 4, 2), EVENT, str(folder / "trace.tsv"))
+        raw["system"]["policy_params"] = {"themis": {"rho_resolution": resolution}}
+        got, want = report(run_actors(raw, folder)), report(run_reference(raw, folder))
     preempted = {j["job_id"]: j["preemptions"] for j in want["jobs"]}
     assert preempted["7"] == 1 and preempted["8"] == 3
-    assert {j["job_id"]: j["preemptions"] for j in got["jobs"]} == preempted
-    assert got["jct_s"]["avg"] == pytest.approx(want["jct_s"]["avg"], rel=0.01)
+    same = {j["job_id"]: j["preemptions"] for j in got["jobs"]} == preempted
+    close = got["jct_s"]["avg"] == pytest.approx(want["jct_s"]["avg"], rel=0.01)
+    assert (same, close) == (agree, agree)
+
+
+@pytest.mark.parametrize(("resolution", "agree"), [(0.0, False), (1e-4, True)])
+def test_dally_rank_resolution_ties_runners_equal_but_for_start_up_ms(
+    resolution: float, agree: bool
+) -> None:
+    # Found by the slow tier: at 200 s job 1 (3 GPUs) preempts two of the runners on
+    # four 1-GPU machines; jobs 5 and 6, one GPU each at full speed, have Nw_sens 1
+    # in the engine and 1 minus a few parts in 10^5 in the actors. Ranked exactly (the
+    # default), the actors preempt job 6, the engine job 5, and the runs part by 39%.
+    def job(gpus: int, at: int, seconds: float, model: str, batch: int, mode: str):
+        return TraceJobSpec(gpus, at, seconds, model, batch, mode)
+
+    jobs = [
+        job(2, 65, 30.92, "ResNet-18", 16, "static"),
+        job(3, 200, 59.11, "ResNet-50", 16, "static"),
+        job(1, 709, 1.23, "ResNet-18", 16, "static"),
+        job(2, 125, 600.67, "ResNet-18", 16, "static"),
+        job(8, 899, 30.25, "BERT", 128, "accordion"),
+        job(1, 70, 955.21, "ResNet-50", 32, "gns"),
+        job(1, 182, 30.84, "Recommendation", 128, "accordion"),
+        job(2, 860, 261.76, "Transformer", 128, "static"),
+    ]
+    switches = {
+        "preemption_cost": False,
+        "equal_rank": "reallocate",
+        "srtf_remaining": "held",
+        "count_failed": False,
+        "percentiles": "nearest-rank",
+        "ftf_contention": "jobs",
+        "gittins": "tiresias-sim",
+        "round_s": 300.0,
+        "batch_size": "trace",
+        **EVENT,
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        write_trace(folder / "trace.tsv", jobs)
+        raw = scenario("dally", Cluster(4, 1, 1), switches, str(folder / "trace.tsv"))
+        raw["system"]["policy_params"] = {"dally": {"rank_resolution": resolution}}
+        got, want = report(run_actors(raw, folder)), report(run_reference(raw, folder))
+    assert {j["job_id"]: j["preemptions"] for j in want["jobs"]}["6"] == 0
+    close = got["jct_s"]["avg"] == pytest.approx(want["jct_s"]["avg"], rel=0.01)
+    assert close == agree

@@ -395,6 +395,8 @@ BAD_PARAMS = [
     ({"preempt_margin": -0.001}, "dally.preempt_margin"),
     ({"preempt_margin": math.nan}, "dally.preempt_margin"),
     ({"preempt_margin": 1.5}, "dally.preempt_margin"),
+    ({"rank_resolution": -1e-4}, "dally.rank_resolution"),
+    ({"rank_resolution": 2.0}, "dally.rank_resolution"),
 ]
 
 

@@ -35,7 +35,8 @@ highest value is preempted first, the way Tiresias preempts the highest
 2D-LAS value. The paper gives no more detail, so the rule is: when a waiting
 job gets no offer it accepts, running jobs with a higher Nw_sens (by more
 than `preempt_margin` of the waiting job's, none by default, and than float
-noise, `SENS_EPS`) are preempted, highest first, until the job
+noise, `SENS_EPS`) are preempted, highest first (Nw_sens within
+`rank_resolution` rank as equal, the job id first), until the job
 fits at the most consolidated tier it can use (failing that, the next
 looser tier its agent accepts now); victims not needed for that fit are
 then spared. A job whose offer is accepted never preempts: Dally-noWait
@@ -69,6 +70,7 @@ from actors.policies.cluster.dally.timers import (
     tuned_timer_us,
 )
 from actors.policies.cluster.placement import TIERS, best_tier, give_back, place, take
+from actors.policies.cluster.ties import near_tie_ranks
 from emulator.units import US_PER_S
 
 __all__ = ["Dally", "DallyParams", "nw_sens"]
@@ -76,18 +78,6 @@ __all__ = ["Dally", "DallyParams", "nw_sens"]
 # Two jobs that ran alike differ in Nw_sens by float noise (0.897...4 vs 0.897...5);
 # "higher" must mean higher by more than that, or equals preempt each other.
 SENS_EPS = 1e-9
-
-
-def _rank(sens: float) -> int:
-    """Nw_sens as the orders compare it: values within float noise are one value.
-
-    Two gangs of one model on like placements have the same Nw_sens, but the
-    arithmetic leaves one a few ulps above the other, and which one depends
-    on when their progress was read: a run whose views lag by a millisecond
-    then preempts the other job. Rounded to `SENS_EPS`, they tie and the job
-    id decides, wherever the decision is made.
-    """
-    return round(sens / SENS_EPS)
 
 
 def nw_sens(job: JobView) -> float:
@@ -191,12 +181,17 @@ class Dally:
         state = state if state is not None else DallyState()
         now = view.now_us
         sens = {j.job_id: nw_sens(j) for j in view.jobs}
+        # Two gangs of one model on like placements have one Nw_sens, but the
+        # arithmetic leaves one a few ulps above the other, and which one depends
+        # on when their progress was read; within `SENS_EPS` (or the wider
+        # `rank_resolution`) they rank as one and the job id decides.
+        rank = near_tie_ranks(sens, max(SENS_EPS, params.rank_resolution))
         running = sorted(
-            (j for j in view.jobs if j.running), key=lambda j: (-_rank(sens[j.job_id]), j.job_id)
+            (j for j in view.jobs if j.running), key=lambda j: (-rank[j.job_id], j.job_id)
         )
         waiting = sorted(
             (j for j in view.jobs if not j.running),
-            key=lambda j: (_rank(sens[j.job_id]), j.queued_since_us, j.submit_us, j.job_id),
+            key=lambda j: (rank[j.job_id], j.queued_since_us, j.submit_us, j.job_id),
         )
         free: tuple[Slot, ...] = view.machines
         preempt: list[str] = []

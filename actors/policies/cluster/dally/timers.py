@@ -67,7 +67,15 @@ class DallyParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     measured a few ms apart differ by ~1e-5, and under control-plane latency
     preempt each other on that: 0.001 ends it (on `dally-racks`, 120 instead
     of 130 preemptions, makespan +0.5%; a generated trace whose actors and
-    engine parted by 5.2% then agree within 0.3%).
+    engine parted by 5.2% then agree within 0.3%). `rank_resolution` is how
+    close two Nw_sens must be to rank as equal in the orders (victims highest
+    first, waiting jobs lowest first; ties to the job id; `ties.py`). The
+    default, 0, ranks them exactly but for float noise. 1e-4 is above those
+    milliseconds, so that which of two equal runners is preempted does not
+    hang on them (a generated trace whose actors and engine parted by 39% on
+    that then agree within 0.0001%); on `dally-racks` it brings them no closer
+    (seeds 1-10: the runs part as often either way, Dally's timers and spread
+    gangs amplifying any difference).
     """
 
     timers: TimerMode = "auto"
@@ -77,10 +85,13 @@ class DallyParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     history_count_max: int = 100
     preemption: bool = True
     preempt_margin: float = 0.0
+    rank_resolution: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.preempt_margin <= 1:
             raise ValueError(f"dally.preempt_margin must be in [0, 1], got {self.preempt_margin}")
+        if not 0 <= self.rank_resolution <= 1:
+            raise ValueError(f"dally.rank_resolution must be in [0, 1], got {self.rank_resolution}")
         for name in ("machine_timer_s", "rack_timer_s"):
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
