@@ -96,7 +96,11 @@ class Explorer:
         self.base_seed = scenario.seed
         self.arms = {arm: Arm() for arm in ARMS}
         self.drawn = 0  # candidates drawn after the base
-        self.flags: dict[str, int] = {}  # phase flag -> windows of it seen over all runs
+        # Phase flag -> runs that were in it. Counted in runs, not windows: a run
+        # opens hundreds of auction windows and a few of failover, and counted
+        # in windows the auction phase, where a GMS leader lost with bids out
+        # comes back to award them, was never aimed at.
+        self.flags: dict[str, int] = {}
         self.leads: list[int] = []  # takeover delays measured by the runs (`Features`)
         self.events_max: int | None = None  # set by the first clean run
         # `--grid`: the schedules to run after the base, in order, instead of arms'.
@@ -175,7 +179,8 @@ class Explorer:
         and begins early in the window, shortly before it, or, for a leader
         once runs measured a takeover's delay, at least that delay before the
         window's end (and lasts that long), so that the successor leads while
-        the phase holds.
+        the phase holds; in a window shorter than that delay, early in it for
+        about that delay (a leader back to a phase it left, its lease gone).
         """
         # A phase first, the rarer the likelier; then one of its windows.
         windows = self._aimable(parent)
@@ -207,6 +212,14 @@ class Explorer:
         draw = self.rng.random()
         lead = self.rng.choice(self.leads) if self.leads else 0
         takeover = target is not None and 0 < lead < span and draw < AIM_TAKEOVER
+        # A window shorter than a takeover: the leader is lost early in it for
+        # about a takeover's delay (half to one and a half of it), so it comes
+        # back to the phase it left with its lease gone, before or after its
+        # successor acts: a stale leader finishing what it began (an award whose
+        # write forgot the lease lands only then).
+        stale = 0
+        if target is not None and lead >= max(1, span) and draw < AIM_TAKEOVER:
+            stale = max(1, int(lead * (0.5 + self.rng.random())))
         if takeover:
             # Inside the window, at least a takeover's delay (as runs so far
             # measured it) before its end: the leader that opened the phase is
@@ -223,6 +236,8 @@ class Explorer:
         if drawn is not None and takeover:
             # Out for at least the lead: a leader back sooner keeps its lease.
             drawn = self.space.lasting(drawn, lead + span)
+        elif drawn is not None and stale:
+            drawn = self.space.with_length(drawn, stale)
         if drawn is not None:
             faults.append(drawn)
 
@@ -412,7 +427,8 @@ class Explorer:
                     arm.paid += payoff(new)
                 self.leads = (self.leads + list(outcome.takeovers))[-LEADS_MAX:]
                 for flag, count in outcome.phase_counts.items():
-                    self.flags[flag] = self.flags.get(flag, 0) + count
+                    if count:
+                        self.flags[flag] = self.flags.get(flag, 0) + 1
                 if new:
                     self.corpus.append(
                         Member(
