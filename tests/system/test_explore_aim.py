@@ -132,6 +132,36 @@ def test_a_measured_takeover_delay_puts_a_leader_fault_inside_the_window_with_ro
     assert measured >= 0.45 and measured >= 2 * unmeasured
 
 
+def test_in_a_window_shorter_than_a_takeover_a_leader_is_lost_for_about_one(
+    tmp_path: Path,
+) -> None:
+    # An auction open for 300 ms and a takeover measured at 30 s: a leader lost in it
+    # for 15 to 45 s comes back to the auction it left, its lease gone, before or
+    # after its successor acts (what `gms-award-forgets-epoch` needs).
+    explorer = one_run_explorer(_calm(tmp_path, []), tmp_path)
+    start, lead = 60 * MIN, 30 * S
+    window = Window("auction", start, start + 300_000, ("gms/0",))
+    explorer.flags = {"auction": 1}
+    parent = Member(1, (), 1, windows=(window,))
+
+    def stale(leads: list[int]) -> float:
+        explorer.leads = leads
+        explorer.rng = random.Random(3)
+        leaders = back = 0
+        for _ in range(300):
+            _, _, faults = explorer._mutate(parent, "aim")
+            for fault in faults:
+                if not isinstance(fault, PauseFault) or not fault.target.startswith(LEADER_OF):
+                    continue
+                leaders += 1
+                inside = start < int(fault.at) < start + 300_000
+                back += inside and lead // 2 <= int(fault.duration) <= lead * 3 // 2
+        return back / leaders
+
+    measured, unmeasured = stale([lead]), stale([])  # 0.56 and 0.08 measured
+    assert measured >= 0.3 and measured >= 2 * unmeasured
+
+
 def test_an_aimed_fault_finds_the_takeover_bug_that_no_seed_finds(tmp_path: Path) -> None:
     path = _calm(tmp_path, [BUG])
     explorer = one_run_explorer(path, tmp_path)

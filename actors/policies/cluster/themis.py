@@ -57,7 +57,7 @@ class ThemisParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     # (average JCT 6.6% apart on a 10-job trace, 2026-11-29; with 1e-4, +0.0007%).
     # 0 (the default) ranks exactly, the paper's rule: on `shockwave-fairness`
     # the actors then match the engine exactly (average JCT 22,611 s, 3,313
-    # preemptions, both), and within 0.02% with 1e-5 to 1e-3.
+    # preemptions, both), and 0.02-0.16% apart with 1e-5 to 1e-3.
     rho_resolution: float = 0.0
 
     def __post_init__(self) -> None:
