@@ -93,6 +93,20 @@ JCT_REL = {
 }
 # The policies' switches that tie figures a few ms apart (see above).
 TIES = {"dally": {"rank_resolution": 1e-4}, "themis": {"rho_resolution": 1e-4}}
+
+
+def _job(
+    gpus: int,
+    at: int,
+    seconds: float,
+    model: str = "ResNet-18",
+    batch: int = 16,
+    mode: str = "static",
+) -> TraceJobSpec:
+    """A trace row written as the falsifying examples print them."""
+    return TraceJobSpec(gpus, at, seconds, model, batch, mode)
+
+
 # Report keys that name the run rather than measure it.
 RUN_KEYS = {"engine", "trace_hash", "seed", "scenario"}
 FAST = settings(
@@ -305,9 +319,7 @@ def test_dally_picks_one_victim_among_gangs_equal_but_for_float_noise() -> None:
     # with one Nw_sens, a few ulps apart in the engine and equal in the actors; the
     # engine preempted job 8, the actors job 0, and the average JCT parted by 5.0%.
     # Now the tie goes to the job id in both: job 0 is the victim.
-    def job(gpus: int, at: int, seconds: float, model: str, batch: int, mode: str):
-        return TraceJobSpec(gpus, at, seconds, model, batch, mode)
-
+    job = _job
     jobs = [
         job(4, 856, 174.9, "ResNet-18", 16, "gns"),
         job(1, 18, 1.86, "ResNet-18", 16, "static"),
@@ -350,9 +362,7 @@ def test_themis_rho_resolution_ties_jobs_that_never_waited(resolution: float, ag
     # run times in the actors. Ranked exactly (the default), those ms make the actors
     # preempt job 7 where the engine (a tie: the older first) preempts job 8, and the
     # runs part by 6.6%; within `rho_resolution` they tie in both.
-    def job(gpus: int, at: int, seconds: float, model: str = "ResNet-18") -> TraceJobSpec:
-        return TraceJobSpec(gpus, at, seconds, model, 16, "static")
-
+    job = _job
     jobs = [job(1, 102, 600.03), job(1, 131, 1.37), job(1, 231, 1.65), job(1, 313, 240.01)]
     jobs += [job(1, 416, 1.94), job(1, 582, 1.92), job(1, 619, 1.75), job(3, 0, 893.74)]
     jobs += [job(8, 66, 240.86, "Transformer"), job(16, 1, 1.02)]
@@ -377,9 +387,7 @@ def test_dally_rank_resolution_ties_runners_equal_but_for_start_up_ms(
     # four 1-GPU machines; jobs 5 and 6, one GPU each at full speed, have Nw_sens 1
     # in the engine and 1 minus a few parts in 10^5 in the actors. Ranked exactly (the
     # default), the actors preempt job 6, the engine job 5, and the runs part by 39%.
-    def job(gpus: int, at: int, seconds: float, model: str, batch: int, mode: str):
-        return TraceJobSpec(gpus, at, seconds, model, batch, mode)
-
+    job = _job
     jobs = [
         job(2, 65, 30.92, "ResNet-18", 16, "static"),
         job(3, 200, 59.11, "ResNet-50", 16, "static"),
