@@ -9,6 +9,7 @@ can be checked, and with the bug on only a fault inside that window fails.
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.mast.zoo import witness_path
+from actors.mast.zoo import ZOO, family, witness_path
 from emulator.registry import load_plugins
 from emulator.run.explore import Budget, explore, run_schedule
 from emulator.run.explore.arms import GROUP_FLOOR, GROUPS, Member
@@ -163,6 +164,23 @@ def test_in_a_window_shorter_than_a_takeover_a_leader_is_lost_for_about_one(
     measured = _leader_share(explorer, parent, [lead], 3, back_stale)  # 0.55 measured
     unmeasured = _leader_share(explorer, parent, [], 3, back_stale)  # 0.07
     assert measured >= 0.3 and measured >= 2 * unmeasured
+
+
+@pytest.mark.slow
+def test_aimed_at_auctions_explore_finds_the_award_that_forgot_its_epoch(tmp_path: Path) -> None:
+    # On its family (chaos with four auctions in flight) no random seed of 50 catches
+    # `gms-award-forgets-epoch`. Search seed 3 does at run 109 (about a minute): an aim
+    # into an auction, the GMS leader lost for about a takeover. While phases were
+    # ranked by their windows (a run has hundreds of auction windows, a few of the
+    # others), no aim went to an auction and 300 runs found nothing.
+    bug = next(b for b in ZOO if b.name == "gms-award-forgets-epoch")
+    path = tmp_path / "family.json"
+    path.write_text(json.dumps(family(bug)))
+    result = search(path, tmp_path / "found", 3, 130, first=True)
+    (failure,) = result.failures
+    assert failure.signature[0] == "auction" and result.runs[-1].mutation == "aim"
+    assert failure.minimal is not None
+    assert 'target = "leader of gms"' in Path(failure.minimal).read_text()
 
 
 def test_an_aimed_fault_finds_the_takeover_bug_that_no_seed_finds(tmp_path: Path) -> None:
