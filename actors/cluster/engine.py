@@ -307,6 +307,8 @@ class _Engine:
         j.comm += max(0, now - j.active) * (1.0 - 1.0 / j.slowdown)
         if now < j.begin:  # stopped before its GPUs were even free: keep only the queueing so far
             j.queued -= (j.begin - j.ready_at) - max(0, now - j.ready_at)
+            if j.first_start == j.begin:
+                j.first_start = None  # that start never came: its first is still ahead
         ckpt = 0
         if preempt and self.sem.preemption_cost and now > j.active:
             ckpt = round(perf_model.checkpoint_s(j.t.model) * S)

@@ -419,3 +419,13 @@ def test_dally_rank_resolution_ties_runners_equal_but_for_start_up_ms(
     assert {j["job_id"]: j["preemptions"] for j in want["jobs"]}["6"] == 0
     close = got["jct_s"]["avg"] == pytest.approx(want["jct_s"]["avg"], rel=0.01)
     assert close == agree
+
+
+def test_a_start_preempted_before_its_gpus_were_free_is_not_the_first_start() -> None:
+    # Found by the slow tier (srtf): job 1 is started at 100 s on GPUs job 0 frees after
+    # its checkpoint (101.5 s); at 101 s srtf preempts it for the shorter job 2 before it
+    # began. The engine reported its first start at 101.5 s, a start that never came
+    # (its queueing delay said otherwise); the actors, at 106.5 s, when it began.
+    jobs = [_job(4, 0, 600, "Transformer"), _job(3, 100, 30), _job(4, 101, 5)]
+    core = {"scheduling": "event", "preemption_cost": True, "comm_model": True}
+    same_run("srtf", Cluster(1, 4, 1), jobs, core)
