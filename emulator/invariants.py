@@ -54,6 +54,39 @@ def make_checkers(names: Iterable[str]) -> list[Checker]:
     return [CHECKERS[n]() for n in names]
 
 
+class Leases:
+    """Each role's current lease as the store committed it: (epoch, holder, expiry µs).
+
+    Folded from `lease.acquire` results (grants and renewals) and committed
+    `lease.release`s (the lease ends then). A write fenced by a lease is valid
+    only under the current one, unexpired; checkers of such writes judge them here.
+    """
+
+    def __init__(self) -> None:
+        self.current: dict[str, tuple[int, str, int]] = {}
+
+    def granted(self, result: Any) -> None:
+        """A `lease.acquire` that granted or renewed a lease (its result)."""
+        self.current[result["role"]] = (result["epoch"], result["holder"], result["expires_at_us"])
+
+    def released(self, args: list[Any], result: Any) -> None:
+        """A `lease.release` (its arguments and result): the lease ends at its instant."""
+        role, holder, epoch, now_us = args[0], args[1], args[2], args[3]
+        cur = self.current.get(role)
+        if result and cur is not None and cur[0] == epoch and cur[1] == holder:
+            self.current[role] = (epoch, holder, now_us)
+
+    def validity(self, role: str, holder: str, epoch: int, now_us: int) -> str:
+        """ "valid" for the current, unexpired lease; else "none" (never granted),
+        "stale" (another epoch or holder) or "expired"."""
+        cur = self.current.get(role)
+        if cur is None:
+            return "none"
+        if (epoch, holder) != cur[:2]:
+            return "stale"
+        return "expired" if now_us >= cur[2] else "valid"
+
+
 class LeaseSafety:
     """At most one leader per role per epoch, and no effect from a stale epoch.
 
@@ -75,7 +108,7 @@ class LeaseSafety:
 
     def __init__(self) -> None:
         self.holder_of: dict[tuple[str, int], str] = {}
-        self.current: dict[str, tuple[int, str, int]] = {}
+        self.leases = Leases()
         self.claims: dict[tuple[str, int], str] = {}
 
     def observe(self, event: TraceEvent) -> list[str]:
@@ -92,7 +125,7 @@ class LeaseSafety:
         first = self.holder_of.setdefault((role, epoch), holder)
         if first != holder:
             out.append(f"two leaders of {role} in epoch {epoch}: {first} and {holder}")
-        cur = self.current.get(role)
+        cur = self.leases.current.get(role)
         if cur is not None and epoch < cur[0]:
             out.append(f"lease of {role} went back from epoch {cur[0]} to {epoch}")
         now_us = args[2]
@@ -101,30 +134,27 @@ class LeaseSafety:
                 f"{holder} renewed its lease of {role} (epoch {epoch}) at {now_us} µs, "
                 f"after it expired at {cur[2]} µs"
             )
-        self.current[role] = (epoch, holder, result["expires_at_us"])
+        self.leases.granted(result)
         return out
 
     def _release(self, args: list[Any], result: Any) -> list[str]:
-        role, holder, epoch, now_us = args[0], args[1], args[2], args[3]
-        cur = self.current.get(role)
-        if result and cur is not None and cur[0] == epoch and cur[1] == holder:
-            self.current[role] = (epoch, holder, now_us)
+        self.leases.released(args, result)
         return []
 
     def _effect(self, args: list[Any], result: Any) -> list[str]:
         if not result:
             return []
         role, holder, epoch, now_us = args[0], args[1], args[2], args[3]
-        cur = self.current.get(role)
-        if cur is None:
+        validity = self.leases.validity(role, holder, epoch, now_us)
+        if validity == "none":
             return [f"effect on {role} by {holder} in epoch {epoch} with no lease ever granted"]
-        cur_epoch, cur_holder, expires = cur
-        if epoch != cur_epoch or holder != cur_holder:
+        if validity == "stale":
+            cur_epoch, cur_holder, _ = self.leases.current[role]
             return [
                 f"stale effect on {role}: {holder} wrote with epoch {epoch} "
                 f"while {cur_holder} holds epoch {cur_epoch}"
             ]
-        if now_us >= expires:
+        if validity == "expired":
             return [f"effect on {role} by {holder} after its lease (epoch {epoch}) expired"]
         return []
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.checks.base import StoreChecker
+from emulator.invariants import Leases
 from emulator.trace import TraceEvent
 from store.mast.queue import QUEUED
 from store.mast.records import GPUS_PER_MACHINE
@@ -37,11 +38,10 @@ class AuctionChecker(StoreChecker):
     def __init__(self) -> None:
         super().__init__()
         self.winner: dict[int, str] = {}
-        # Each role's current lease as the store granted it: (epoch, holder).
-        self.lease: dict[str, tuple[int, str]] = {}
-        # When each role's lease (last) expires: a region's work may be given up
-        # only once its RMS and CMs (`cm/REGION/...`) have all been without one.
-        self.expires_us: dict[str, int] = {}
+        # Each role's current lease: an award is valid only under the GMS's, and a
+        # region's work may be given up only once its RMS and CMs (`cm/REGION/...`)
+        # have all been without one.
+        self.leases = Leases()
         # Pipelined auctions: each RMS instance's open holds (`rms.hold` until
         # its `rms.unhold`), auction → (GPUs per host, CPU hosts). They live in
         # the instance's memory: gone when it crashes or starts a new leadership.
@@ -97,14 +97,11 @@ class AuctionChecker(StoreChecker):
 
     def on_lease(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         if result:
-            self.expires_us[args[0]] = result["expires_at_us"]
-            self.lease[args[0]] = (result["epoch"], result["holder"])
+            self.leases.granted(result)
         return []
 
     def on_lease_release(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
-        role, now_us = args[0], args[3]
-        if result and role in self.expires_us:
-            self.expires_us[role] = min(self.expires_us[role], now_us)
+        self.leases.released(args, result)
         return []
 
     def _region_lost(self, event: TraceEvent) -> list[str]:
@@ -112,7 +109,7 @@ class AuctionChecker(StoreChecker):
         region, since = event.payload["region"], event.payload["dark_since_us"]
         led = sorted(
             role
-            for role, until in self.expires_us.items()
+            for role, (_, _, until) in self.leases.current.items()
             if (role == f"rms/{region}" or role.startswith(f"cm/{region}/")) and until > since
         )
         if since > event.t_us or led:
@@ -132,12 +129,15 @@ class AuctionChecker(StoreChecker):
             out.append(f"{workload} awarded to {region} while {state}")
         fence, now_us = args[0], args[1]
         role, epoch, holder = fence["role"], fence["epoch"], fence["holder"]
-        current = self.lease.get(role)
-        expires_us = self.expires_us.get(role, 0)
-        if current != (epoch, holder) or now_us >= expires_us:
-            held = f"epoch {current[0]} of {current[1]}" if current else "no lease"
+        if self.leases.validity(role, holder, epoch, now_us) != "valid":
+            current = self.leases.current.get(role)
+            held = (
+                f"epoch {current[0]} of {current[1]}, valid until {current[2]} µs"
+                if current
+                else "never granted"
+            )
             out.append(
                 f"{workload} awarded to {region} by {holder} in epoch {epoch} of {role} at "
-                f"{now_us} µs, when the lease was {held}, valid until {expires_us} µs"
+                f"{now_us} µs, when the lease was {held}"
             )
         return out
