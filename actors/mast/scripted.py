@@ -100,7 +100,7 @@ def scenario(
             "data_placement": "home-only",
             "scan_interval": "1m",
         },
-        "invariants": {"enabled": CHECKERS},
+        "invariants": {"enabled": list(CHECKERS)},  # a copy: callers add to it
     }
 
 
