@@ -64,9 +64,28 @@ def test_a_timed_run_reports_every_hour_and_what_failed() -> None:
     out = run_timed("quickstart", 2 * H, "day")
     assert out["emulated_s"] == 7200 and len(out["wall_s_per_hour"]) == 2
     assert len(out["queued_per_hour"]) == 2 and all(q >= 0 for q in out["queued_per_hour"])
+    assert len(out["events_per_hour"]) == 2 and min(out["events_per_hour"]) >= 0
+    assert sum(out["events_per_hour"]) > 0
     assert (out["actor_crashes"], out["invariant_violations"], out["status"]) == (0, 0, "ok")
     assert out["db_mb"] > 0 and out["peak_rss_mb"] > 0 and 0 < out["gpu_allocation_loaded"] <= 1
     # wall_s is printed to 0.1 s: the compression is within what that rounding allows.
     wall = out["wall_s"]
     assert 7200 / (wall + 0.05) <= out["compression"] <= 7200 / max(wall - 0.05, 1e-3)
     assert out["wall_s_target"] == 120.0 and out["control_plane"]["paper"]["rms_preemption_ms"]
+
+
+@pytest.mark.parametrize(
+    ("per_hour", "events", "first", "growth"),
+    [
+        ([9.0, 2.0, 3.0], [900, 100, 150], 1, 1.0),  # 1.5x the work at the same cost per event
+        ([9.0, 2.0, 3.0], [900, 100, 100], 1, 1.5),  # the same work costing 1.5x
+        ([9.0, 2.0, 2.0], [900, 100, 200], 1, 0.5),
+        ([9.0, 2.0], [900, 100], 1, None),  # no hour after the first loaded one
+        ([9.0, 2.0, 3.0], [900, 0, 100], 1, None),  # an hour without events: no ratio
+        ([9.0, 2.0, 3.0], [900, 100], 1, None),  # series of different lengths
+    ],
+)
+def test_event_cost_growth_divides_out_the_work(per_hour, events, first, growth) -> None:
+    from actors.mast.bench.day import event_cost_growth
+
+    assert event_cost_growth(per_hour, events, first) == growth

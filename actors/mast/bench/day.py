@@ -11,7 +11,9 @@ actors that died on exceptions and the invariants violated (both expected
 0). A cost per hour that grows with the hour would mean work that grows with
 the run (quadratic in emulated time); `hour_cost_growth` is the last full
 hour's cost over the first loaded hour's (the first after the fleet at
-midnight has been dispatched).
+midnight has been dispatched). `events_per_hour` counts the kernel's events
+in each hour and `event_cost_growth` is the same ratio per event: a day whose
+queue builds up does more work per hour, at the same cost per event.
 """
 
 from __future__ import annotations
@@ -45,10 +47,14 @@ class _HourClock:
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
         self.marks: list[float] = []
+        self.events: list[int] = []
+        self.kernel: Any = None
 
     def __call__(self, kernel: Any) -> None:
+        self.kernel = kernel
         while kernel.now_us >= (len(self.marks) + 1) * H:
             self.marks.append(time.perf_counter() - self.t0)
+            self.events.append(kernel.events)
 
 
 def run_timed(scenario: str, span_us: int, target: str, keep: Path | None = None) -> dict[str, Any]:
@@ -77,6 +83,8 @@ def run_timed(scenario: str, span_us: int, target: str, keep: Path | None = None
     marks = [*clock.marks[: span_us // H], wall_s]
     per_hour = [round(b - a, 2) for a, b in zip([0.0, *marks], marks, strict=False)]
     per_hour = per_hour[: max(1, span_us // H)]
+    ends = [*clock.events[: span_us // H], clock.kernel.events if clock.kernel else 0]
+    events_per_hour = [b - a for a, b in zip([0, *ends], ends, strict=False)][: len(per_hour)]
     queue = report["series"]["queue_length"]
     queued = _per_hour(queue["t_s"], queue["value"], span_us // H)
     loaded_s = report.get("loaded_from_s") or 0.0
@@ -100,6 +108,10 @@ def run_timed(scenario: str, span_us: int, target: str, keep: Path | None = None
         if len(per_hour) > first_loaded + 1 and per_hour[first_loaded] > 0
         else None,
         "queued_per_hour": queued,
+        # Work per hour grows while the day's load builds up (long jobs accumulate);
+        # the cost of one event is what would grow with a quadratic algorithm.
+        "events_per_hour": events_per_hour,
+        "event_cost_growth": event_cost_growth(per_hour, events_per_hour, first_loaded),
         "gpu_allocation_loaded": report.get("gpu_allocation_rate_loaded"),
         "cpu_allocation": report.get("cpu_allocation_rate"),
         "slo_violation_rate": report.get("slo_violation_rate"),
@@ -130,6 +142,15 @@ def run_timed(scenario: str, span_us: int, target: str, keep: Path | None = None
         if key in goal:
             out_json[f"{key}_target"] = goal[key]
     return out_json
+
+
+def event_cost_growth(per_hour: list[float], events: list[int], first: int) -> float | None:
+    """The last hour's wall time per event over the first loaded hour's."""
+    if len(per_hour) <= first + 1 or len(events) != len(per_hour):
+        return None
+    if min(events[first], events[-1]) <= 0 or per_hour[first] <= 0:
+        return None
+    return round((per_hour[-1] / events[-1]) / (per_hour[first] / events[first]), 2)
 
 
 def _per_hour(t_s: list[float], values: list[float], hours: int) -> list[int]:
