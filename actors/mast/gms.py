@@ -64,6 +64,9 @@ from store.mast.records import GPUS_PER_MACHINE, QueueEntry, WorkloadSpec
 
 # A limit on auctions in flight: each holds machines in every bidding region.
 PIPELINE_MAX = 64
+# Specs of ended workloads are dropped once this many have piled up (the pass
+# that drops them rebuilds two dicts: on meta-day about every 1.5 emulated hours).
+SPECS_SLACK = 1024
 
 
 class GMSParams(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -275,6 +278,12 @@ class GlobalScheduler(LeaseHolder):
             fetched = await self.store(queue.specs, missing)
             self.specs.update(fetched)
             self.sizes.update({wid: (s.gpus, s.cpu_machines) for wid, s in fetched.items()})
+        if len(self.specs) > len(queued) + len(active) + SPECS_SLACK:
+            # A workload neither queued nor active has ended, and an ended one never
+            # comes back: without this a week of meta-day kept 100k specs.
+            live = {e.id for e in queued} | {e.id for e in active}
+            self.specs = {wid: s for wid, s in self.specs.items() if wid in live}
+            self.sizes = {wid: n for wid, n in self.sizes.items() if wid in live}
         now = self.now_us
         if self.bug("gms-quota-ignores-running"):
             # Seeded bug: the quota scan forgets what each tenant already runs, so
