@@ -29,9 +29,12 @@ class RngStreams:
     def stream(self, *name: str) -> random.Random:
         rng = self._streams.get(name)
         if rng is None:
-            rng = random.Random(f"mastemu:{self.seed}{self.salt}:" + "\x1f".join(name))
-            self._streams[name] = rng
+            rng = self._streams[name] = self.fresh(*name)
         return rng
+
+    def fresh(self, *name: str) -> random.Random:
+        """The stream `name` from its start, not cached: its owner keeps it (or not)."""
+        return random.Random(f"mastemu:{self.seed}{self.salt}:" + "\x1f".join(name))
 
     def names(self) -> list[tuple[str, ...]]:
         return sorted(self._streams)

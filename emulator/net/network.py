@@ -14,10 +14,10 @@ in `flows.py`, which shares WAN links max-min fairly.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 
 from emulator.net.flows import FluidNetwork
+from emulator.net.links import LinkStreams
 from emulator.net.specs import NetworkSpec, RegionSpec
 from emulator.net.topology import Topology
 from emulator.rng import RngStreams
@@ -48,7 +48,9 @@ class Network:
         self.topology = topology
         self.spec = spec
         self._rng = rng
-        self._latency: dict[tuple[str, str], tuple[int, int, random.Random]] = {}
+        # (base µs, jitter µs) per directed host pair; their draws come from `links`.
+        self._latency: dict[tuple[str, str], tuple[int, int]] = {}
+        self.links = LinkStreams(rng)
         self._pair_latency_us: dict[tuple[str, str], int] = {}
         pair_bw: dict[tuple[str, str], float] = {}
         overrides = {pair_key(p.a, p.b): p for p in spec.region_pairs}
@@ -104,16 +106,16 @@ class Network:
         return self._pair_latency_us[pair_key(a, b)]
 
     # ---- latency -----------------------------------------------------
-    def _link(self, src: str, dst: str) -> tuple[int, int, random.Random]:
+    def _link(self, src: str, dst: str) -> tuple[int, int]:
         link = self._latency.get((src, dst))
         if link is None:
             link = self._make_link(src, dst)
             self._latency[(src, dst)] = link
         return link
 
-    def _make_link(self, src: str, dst: str) -> tuple[int, int, random.Random]:
+    def _make_link(self, src: str, dst: str) -> tuple[int, int]:
         if self._fixed_latency_us is not None:
-            return self._fixed_latency_us, 0, self._rng.stream("link", src, dst)
+            return self._fixed_latency_us, 0
         spec = self.spec
         p, q = self.topology.places[src], self.topology.places[dst]
         if src == dst:
@@ -128,7 +130,7 @@ class Network:
             base_ms = spec.same_rack_ms
         base = max(1, round(base_ms * MS))
         jitter = round(base * spec.jitter_fraction)
-        return base, jitter, self._rng.stream("link", src, dst)
+        return base, jitter
 
     def fix_latency(self, latency_us: int) -> None:
         """Every message between any two hosts takes exactly `latency_us`, no jitter.
@@ -146,19 +148,17 @@ class Network:
     def set_link_latency(self, src: str, dst: str, low_us: int, high_us: int) -> None:
         """Pin a host pair's latency to a uniform range (benchmarks, tests)."""
         for a, b in ((src, dst), (dst, src)):
-            self._latency[(a, b)] = (low_us, high_us - low_us, self._rng.stream("link", a, b))
+            self._latency[(a, b)] = (low_us, high_us - low_us)
 
     def transmit(self, src: str, dst: str) -> int | str | tuple[int, ...]:
         """Decide one message's fate: a delay (µs), a drop reason, or duplicate delays."""
-        base, jitter, rng = self._link(src, dst)
-        delay = base + int(rng.random() * (jitter + 1)) if jitter else base
+        base, jitter = self._link(src, dst)
+        delay = base + int(self.links(src, dst).random() * (jitter + 1)) if jitter else base
         if not self._faulty:
             return delay
-        return self._faulty_transmit(src, dst, delay, rng)
+        return self._faulty_transmit(src, dst, delay)
 
-    def _faulty_transmit(
-        self, src: str, dst: str, delay: int, rng: random.Random
-    ) -> int | str | tuple[int, ...]:
+    def _faulty_transmit(self, src: str, dst: str, delay: int) -> int | str | tuple[int, ...]:
         if self.down and not (self.host_up(src) and self.host_up(dst)):
             return "host-down"
         if self.host_partitions and pair_key(src, dst) in self.host_partitions:
@@ -169,6 +169,9 @@ class Network:
         if ra != rb and key in self.partitions:
             return "partition"
         copies = 1
+        if not self.rules:
+            return delay
+        rng = self.links(src, dst)
         for rule in self.rules:
             if rule.pair is not None and rule.pair != key:
                 continue
