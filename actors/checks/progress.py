@@ -39,6 +39,7 @@ from actors.policies.cluster.api import Regime, Schedule
 from actors.policies.cluster.job_pace import run_time_us
 from emulator.trace import TraceEvent
 from emulator.units import MS, format_us
+from store.mast.queue import ENDED
 
 Key = tuple[str, str]
 
@@ -87,12 +88,26 @@ class ProgressChecker:
 
     def __init__(self) -> None:
         self.jobs: dict[Key, Job] = {}
+        # A workload's jobs are forgotten when it ends (DONE, FAILED, WITHDRAWN: it
+        # never runs again), so the checker's memory follows the live workloads; what
+        # comes for an ended one afterwards (a late checkpoint or stop report) is
+        # not judged, as it was not before it began.
+        self.names: dict[str, list[str]] = {}
+        self.ended: set[str] = set()
 
     def _job(self, workload: str, job: str) -> Job:
         found = self.jobs.get((workload, job))
         if found is None:
             found = self.jobs[(workload, job)] = Job()
+            self.names.setdefault(workload, []).append(job)
         return found
+
+    def _transition(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
+        if result and args[2] in ENDED:
+            self.ended.add(args[0])
+            for name in self.names.pop(args[0], ()):
+                self.jobs.pop((args[0], name), None)
+        return []
 
     # ---- dispatch ----------------------------------------------------------------
     def observe(self, event: TraceEvent) -> list[str]:
@@ -116,12 +131,16 @@ class ProgressChecker:
     # ---- what a job is ---------------------------------------------------------------
     def _submit(self, args: list[Any], result: Any, _: TraceEvent) -> list[str]:
         spec = args[0]
+        if spec["id"] in self.ended:
+            return []
         for job in spec.get("jobs", ()):
             self._job(spec["id"], job["name"]).work_us = job.get("work_us")
         return []
 
     def _plan(self, msg: dict[str, Any]) -> None:
         spec = msg.get("job") or {}
+        if msg["workload_id"] in self.ended:
+            return
         job = self._job(msg["workload_id"], spec.get("name", ""))
         if spec.get("work_us"):
             job.work_us = spec["work_us"]
@@ -159,6 +178,8 @@ class ProgressChecker:
         if result is None:
             return []
         workload, name = args[2], args[3]
+        if workload in self.ended:
+            return []
         number, from_us = int(result[0]), int(result[1])
         job = self._job(workload, name)
         out = []
@@ -175,6 +196,8 @@ class ProgressChecker:
 
     def _checkpoint(self, args: list[Any], result: Any, event: TraceEvent) -> list[str]:
         _now, workload, name, number, progress = args[0], args[1], args[2], args[3], args[4]
+        if workload in self.ended:
+            return []
         job = self._job(workload, name)
         who = f"{workload}/{name}"
         out = []
@@ -216,6 +239,8 @@ class ProgressChecker:
     # ---- what agents say -------------------------------------------------------------
     def _agent_start(self, payload: dict[str, Any]) -> list[str]:
         """A CM launched an attempt's agent (`cm.agent-start`): from the last checkpoint."""
+        if str(payload["workload"]) in self.ended:
+            return []
         job = self.jobs.get((str(payload["workload"]), str(payload["job"])))
         number, progress = int(payload["attempt"]), int(payload["progress_us"])
         who = f"{payload['workload']}/{payload['job']} attempt {number}"
@@ -259,6 +284,7 @@ class ProgressChecker:
         "queue.submit": _submit,
         "fleet.start": _start,
         "fleet.checkpoint": _checkpoint,
+        "queue.transition": _transition,
     }
     types = {
         **types,

@@ -137,3 +137,22 @@ def test_a_slowed_down_placement_bounds_progress_by_its_pace() -> None:
     assert len(fast.found) == 1 and "takes at least 30m00.000s" in fast.found[0]
     # A later plan with a better placement: the fastest pace seen is the bound.
     assert Story().plan(0, 2.0).plan(0, 1.0).start(0, 1, 0).save(22, 1, 15).found == []
+
+
+def _end(s: Story, t_min: float, state: str) -> Story:
+    return s._feed(t_min, "store", "queue.transition", [["w", ["RUNNING"], state, 0], True])
+
+
+def test_an_ended_workload_is_forgotten_and_late_reports_of_it_are_not_misjudged() -> None:
+    for state in ("DONE", "FAILED", "WITHDRAWN"):
+        s = _end(Story().submit().start(0, 1, 0).save(22, 1, 20), 30, state)
+        assert s.checker.jobs == {} and s.checker.names == {}
+        # A checkpoint written as the last attempt ended, and its stop report, come later.
+        s.save(31, 1, 21).stopped(32, 1, 21)
+        assert s.found == [] and s.checker.jobs == {}
+
+
+def test_a_workload_moved_between_live_states_is_still_judged() -> None:
+    s = _end(Story().submit().start(0, 1, 0).save(22, 1, 20), 25, "PENDING")
+    s.start(30, 2, 0)  # not from its checkpoint: caught as before
+    assert len(s.found) == 1 and "last checkpoint saved 20m" in s.found[0]
