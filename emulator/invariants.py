@@ -129,7 +129,7 @@ class LeaseSafety:
         if cur is not None and epoch < cur[0]:
             out.append(f"lease of {role} went back from epoch {cur[0]} to {epoch}")
         now_us = args[2]
-        if cur is not None and (epoch, holder) == cur[:2] and now_us >= cur[2]:
+        if self.leases.validity(role, holder, epoch, now_us) == "expired":
             out.append(
                 f"{holder} renewed its lease of {role} (epoch {epoch}) at {now_us} µs, "
                 f"after it expired at {cur[2]} µs"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from emulator.net.flows import FluidNetwork
-from emulator.net.links import LinkStreams
+from emulator.net.links import CountedStream, LinkStreams
 from emulator.net.specs import NetworkSpec, RegionSpec
 from emulator.net.topology import Topology
 from emulator.rng import RngStreams
@@ -169,18 +169,18 @@ class Network:
         if ra != rb and key in self.partitions:
             return "partition"
         copies = 1
-        if not self.rules:
-            return delay
-        rng = self.links(src, dst)
+        rng: CountedStream | None = None  # fetched at the first draw: a rule elsewhere draws none
         for rule in self.rules:
             if rule.pair is not None and rule.pair != key:
                 continue
-            if rule.loss and rng.random() < rule.loss:
-                return "loss"
-            if rule.duplicate and rng.random() < rule.duplicate:
-                copies += 1
+            if rule.loss or rule.duplicate:
+                rng = rng or self.links(src, dst)
+                if rule.loss and rng.random() < rule.loss:
+                    return "loss"
+                if rule.duplicate and rng.random() < rule.duplicate:
+                    copies += 1
             delay += rule.delay_us
-        if copies == 1:
+        if copies == 1 or rng is None:
             return delay
         # A duplicate travels separately and may overtake the original.
         return tuple([delay] + [delay + int(rng.random() * (delay + 1)) for _ in range(copies - 1)])
